@@ -1,0 +1,5 @@
+import sys
+
+from taskgate.cli.main import main
+
+sys.exit(main())

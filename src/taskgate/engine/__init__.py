@@ -1,0 +1,1 @@
+"""Application services combining protocol, store and git (DESIGN.md layer 4)."""

@@ -1,0 +1,242 @@
+"""Agent status, verdicts, dynamic additions and the partial-completion check (RULES §4, §8)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from taskgate.engine.clock import parse_time
+from taskgate.engine.core import Engine, current_state
+from taskgate.engine.facts import review_round
+from taskgate.engine.flow import refuse_if
+from taskgate.errors import Refused, UsageError
+from taskgate.fsutil import file_size
+from taskgate.git import repo as gitrepo
+from taskgate.protocol import guards
+from taskgate.protocol.agents import UnknownAgentError, canonical_agent, check_agent_addition
+from taskgate.protocol.partial import AgentState, PartialReport, detect
+from taskgate.protocol.states import AgentStatus, Decision, State
+from taskgate.protocol.violations import Violation
+from taskgate.store.base import Tx
+from taskgate.store.records import AgentRow, TaskSnapshot, VerdictRow
+
+_PHASES = {State.REQUIREMENTS, State.IMPLEMENTATION, State.REVIEW}
+
+
+def _agent_name(name: str) -> str:
+    try:
+        return canonical_agent(name)  # R-AGT-01, R-AGT-02
+    except UnknownAgentError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _required(snap: TaskSnapshot, agent: str) -> AgentRow:
+    row = snap.agent(agent)
+    if row is None or agent not in snap.task.required_agents:
+        raise Refused(
+            f"agent '{agent}' is not required for '{snap.task.name}'",
+            [Violation("R-WTB-05", f"required agents: {', '.join(snap.task.required_agents)}")],
+            hint=f"add it with 'taskgate agent add {snap.task.name} {agent} --why ...'",
+        )
+    return row
+
+
+def set_status(
+    engine: Engine,
+    task: str,
+    agent_text: str,
+    status_text: str,
+    *,
+    message: str = "",
+    work_remaining: bool | None = None,
+) -> AgentRow:
+    """`taskgate agent set T A STATUS`: record an agent's status for the current phase."""
+    agent = _agent_name(agent_text)
+    try:
+        status = AgentStatus(status_text.strip().upper())
+    except ValueError:
+        raise UsageError(
+            f"unknown agent status {status_text!r} (R-AST-02)",
+            hint="use WORKING, IN_PROGRESS, COMPLETE, ERROR or BLOCKED",
+        ) from None
+
+    def body(tx: Tx, snap: TaskSnapshot) -> AgentRow:
+        state = current_state(snap.task)
+        row = _required(snap, agent)
+        if state not in _PHASES:
+            raise Refused(
+                f"agent status is recorded per phase; {state} is not an agent phase",
+                [Violation("R-AST-19", "agents report in REQUIREMENTS, IMPLEMENTATION or REVIEW")],
+                hint="move the task to the phase first",
+            )
+        report = engine.ws.report_path(task, agent)
+        if state is State.REQUIREMENTS and status is AgentStatus.COMPLETE:
+            problem = guards.report_problem(file_size(report))
+            if problem:  # R-DOC-05: an empty or missing report is a failure, never "none"
+                raise Refused(
+                    f"{agent} cannot be COMPLETE in REQUIREMENTS: {problem}",
+                    [Violation("R-DOC-04", f"{report.name}: {problem}")],
+                    hint=f"write the report to {report} first",
+                )
+        now = engine.now()
+        phase = state.value
+        was_running = row.phase == phase and row.status in ("WORKING", "IN_PROGRESS")
+        if not was_running:
+            engine.event(
+                tx,
+                task,
+                "agent_invoked",
+                {
+                    "agent": agent,
+                    "mode": phase.lower(),
+                    "working_dir": str(engine.ws.agent_worktree(task, agent)),
+                },
+            )
+        if status in (AgentStatus.COMPLETE, AgentStatus.ERROR, AgentStatus.BLOCKED):
+            engine.event(
+                tx,
+                task,
+                "agent_completed",
+                {
+                    "agent": agent,
+                    "mode": phase.lower(),
+                    "status": status.value,
+                    "report": str(report) if state is State.REQUIREMENTS else None,
+                    "message": message,
+                },
+            )
+        remaining = work_remaining if work_remaining is not None else False
+        new = replace(
+            row,
+            status=status.value,
+            phase=phase,
+            updated_at=now,
+            message=message,
+            work_remaining=remaining,
+            invoked_at=row.invoked_at if was_running else now,
+        )
+        tx.put_agent(new)
+        engine.touch(tx, snap)
+        return new
+
+    return engine.step(task, body)
+
+
+def verdict(
+    engine: Engine, task: str, agent_text: str, decision_text: str, *, reason: str = ""
+) -> VerdictRow:
+    """`taskgate agent verdict T A APPROVED|REJECTED`: bound to the current HEAD and round."""
+    agent = _agent_name(agent_text)
+    try:
+        decision = Decision(decision_text.strip().upper())
+    except ValueError:
+        raise UsageError(
+            f"unknown review decision {decision_text!r}", hint="use APPROVED or REJECTED"
+        ) from None
+    if decision is Decision.REJECTED and not reason.strip():
+        raise UsageError("a rejection needs --reason (it is the feedback for the next round)")
+
+    def body(tx: Tx, snap: TaskSnapshot) -> VerdictRow:
+        if current_state(snap.task) is not State.REVIEW:
+            raise Refused(
+                "review decisions are recorded only in REVIEW",
+                [Violation("R-REV-01", f"task is in {snap.task.state}")],
+            )
+        _required(snap, agent)
+        head = gitrepo.head_sha(engine.ws.task_worktree(task))
+        if head is None:
+            raise Refused("the task worktree has no HEAD", [], hint="run 'taskgate recover'")
+        row = VerdictRow(
+            task, agent, review_round(snap), head, decision.value, reason, engine.now()
+        )
+        tx.put_verdict(row)  # R-WTB-08: the decision is for the whole task branch at HEAD
+        engine.event(
+            tx, task, "verdict", {"agent": agent, "decision": decision.value, "head": head,
+                                  "round": row.round, "reason": reason}
+        )  # fmt: skip
+        engine.touch(tx, snap)
+        return row
+
+    return engine.step(task, body)
+
+
+def add_agent(engine: Engine, task: str, agent_text: str, *, why: str) -> AgentRow:
+    """`taskgate agent add T A --why ...`: dynamic addition (R-AGT-14..21)."""
+    agent = _agent_name(agent_text)
+    snap = engine.require_snapshot(task)
+    engine.require_owner(snap.task)
+    state = current_state(snap.task)
+    refuse_if(
+        check_agent_addition(
+            state=state,
+            agent=agent,
+            required_agents=snap.task.required_agents,
+            justification=why,
+        ),
+        f"adding {agent}",
+    )
+    # R-AGT-16: the worktree comes first; if it fails, nothing is recorded.
+    with gitrepo.repo_lock(engine.ws.common_dir):
+        gitrepo.ensure_worktree(
+            engine.ws.repo, engine.ws.agent_worktree(task, agent), f"{task}-{agent}", task
+        )
+
+    def body(tx: Tx, current: TaskSnapshot) -> AgentRow:
+        if current.task.seq != snap.task.seq:
+            raise Refused("the task changed while the worktree was created", [],
+                          hint="run the command again")  # fmt: skip
+        now = engine.now()
+        phase = state.value if state in _PHASES else None
+        row = AgentRow(
+            task,
+            agent,
+            phase=phase,
+            updated_at=now,
+            initial=False,
+            added_at_state=state.value,
+            added_at=now,
+            justification=why,
+        )
+        tx.put_agent(row)
+        changes: dict[str, Any] = {"required_agents": (*current.task.required_agents, agent)}
+        if state is State.SYNTHESIS:  # R-AGT-19: the plan must be approved again
+            tx.revoke_approvals(task, "plan", now, f"agent {agent} added in SYNTHESIS")
+        engine.event(
+            tx, task, "agent_added", {"agent": agent, "state": state.value, "justification": why}
+        )
+        engine.touch(tx, current, **changes)
+        return row
+
+    return engine.step(task, body)
+
+
+def check(engine: Engine, task: str) -> PartialReport:
+    """`taskgate agent check T`: D-AST-1 detection and the recommended action (R-AST-05)."""
+    snap = engine.require_snapshot(task)
+    phase = snap.task.state
+    states = []
+    for name in snap.task.required_agents:
+        row = snap.agent(name)
+        current = row if row is not None and row.phase == phase else None
+        updated = None
+        if current is not None and current.updated_at:
+            try:
+                updated = parse_time(current.updated_at)
+            except ValueError:
+                updated = None  # C-82
+        states.append(
+            AgentState(
+                name,
+                current.status if current else None,
+                updated,
+                current.message if current else "",
+                current.retry_count if current else 0,
+            )
+        )
+    cfg = engine.ws.config.protocol
+    return detect(
+        states,
+        engine.clock(),
+        timeout_min=cfg.agent_timeout_minutes,
+        max_retries=cfg.max_agent_retries,
+    )

@@ -1,0 +1,201 @@
+"""taskgate.toml: parsed once into typed values (STYLE.md 4); errors name the file and key."""
+
+from __future__ import annotations
+
+import shlex
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from taskgate.errors import UsageError
+
+CONFIG_NAME = "taskgate.toml"
+
+DEFAULT_CONFIG_TEXT = """\
+# taskgate configuration (https://github.com/ — see README.md, "Configuration").
+# Every value below is the default; uncomment and edit to change it.
+
+[workspace]
+# Where task directories live (task worktrees, reports, views). Relative paths are relative
+# to the main worktree; ".taskgate/tasks" is excluded from git by `taskgate init`.
+# tasks_root = ".taskgate/tasks"
+# The branch tasks start from and merge into. Empty: the branch checked out in the main worktree.
+# main_branch = ""
+# todo = "todo.md"
+# changelog = "changelog.md"
+# remote = "origin"
+
+[protocol]
+# Refuse INIT/CLASSIFIED/REQUIREMENTS transitions unless run from the task worktree
+# (R-TRN-09, R-TRN-10, D-DOC-2 check 3).
+# check_cwd = true
+# max_agent_retries = 3          # C-01
+# agent_timeout_minutes = 60     # C-02
+# build_recovery_iterations = 3  # C-65
+# Allow `taskgate run --yes` to approve checkpoints automatically (recorded as automated).
+# allow_auto_approve = false
+
+[validation]
+# Commands run by `taskgate validate` in the task worktree, in order, without a shell.
+# commands = ["python -m pytest -q"]
+# timeout_minutes = 30
+
+# [risk]
+# Extra risk patterns (gitignore-style globs), added in front of the defaults of their level.
+# high = ["infra/**"]
+# medium = ["scripts/**"]
+# low = ["notes/**"]
+# keywords = ["security", "architecture", "breaking", "performance", "concurrent",
+#             "database", "api", "state", "dependency"]
+"""
+
+
+@dataclass(frozen=True)
+class WorkspaceConfig:
+    """[workspace]"""
+
+    tasks_root: str = ".taskgate/tasks"
+    main_branch: str = ""
+    todo: str = "todo.md"
+    changelog: str = "changelog.md"
+    remote: str = "origin"
+
+
+@dataclass(frozen=True)
+class ProtocolConfig:
+    """[protocol]"""
+
+    check_cwd: bool = True
+    max_agent_retries: int = 3
+    agent_timeout_minutes: int = 60
+    build_recovery_iterations: int = 3
+    allow_auto_approve: bool = False
+
+
+@dataclass(frozen=True)
+class ValidationConfig:
+    """[validation]"""
+
+    commands: tuple[tuple[str, ...], ...] = ()
+    timeout_minutes: int = 30
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration; `risk` and `agents` stay raw until their modules parse them."""
+
+    workspace: WorkspaceConfig = field(default_factory=WorkspaceConfig)
+    protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
+    risk: dict[str, Any] = field(default_factory=dict)
+    agents: dict[str, Any] = field(default_factory=dict)
+    text: str = ""
+    path: Path | None = None
+
+
+_SECTIONS = {"workspace", "protocol", "validation", "risk", "agents", "run", "spec", "hooks"}
+
+
+def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: [{key}] must be a table", hint="see README 'Configuration'")
+    return value
+
+
+def _typed(table: dict[str, Any], key: str, kind: type, default: Any, where: str) -> Any:
+    if key not in table:
+        return default
+    value = table[key]
+    if (kind is int and isinstance(value, bool)) or not isinstance(value, kind):
+        raise UsageError(
+            f"{where}: {key} must be a {kind.__name__}, got {value!r}",
+            hint=f"fix {key} in taskgate.toml",
+        )
+    if kind is int and value < 0:
+        raise UsageError(f"{where}: {key} must not be negative", hint=f"fix {key}")
+    return value
+
+
+def _known(table: dict[str, Any], known: set[str], where: str) -> None:
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise UsageError(
+            f"{where}: unknown key(s) {', '.join(unknown)}",
+            hint=f"valid keys: {', '.join(sorted(known))}",
+        )
+
+
+def parse_config(text: str, path: Path | None = None) -> Config:
+    """Parse taskgate.toml text into a Config; UsageError names what is wrong."""
+    where = str(path or CONFIG_NAME)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{where}: {exc}", hint="fix the TOML syntax") from None
+    _known(data, _SECTIONS, where)
+    ws = _table(data, "workspace", where)
+    _known(ws, set(WorkspaceConfig.__dataclass_fields__), f"{where} [workspace]")
+    pr = _table(data, "protocol", where)
+    _known(pr, set(ProtocolConfig.__dataclass_fields__), f"{where} [protocol]")
+    va = _table(data, "validation", where)
+    _known(va, {"commands", "timeout_minutes"}, f"{where} [validation]")
+    d_ws, d_pr = WorkspaceConfig(), ProtocolConfig()
+    workspace = WorkspaceConfig(
+        **{
+            k: _typed(ws, k, str, getattr(d_ws, k), f"{where} [workspace]")
+            for k in WorkspaceConfig.__dataclass_fields__
+        }
+    )
+    protocol = ProtocolConfig(
+        check_cwd=_typed(pr, "check_cwd", bool, d_pr.check_cwd, where),
+        max_agent_retries=_typed(pr, "max_agent_retries", int, d_pr.max_agent_retries, where),
+        agent_timeout_minutes=_typed(
+            pr, "agent_timeout_minutes", int, d_pr.agent_timeout_minutes, where
+        ),
+        build_recovery_iterations=_typed(
+            pr, "build_recovery_iterations", int, d_pr.build_recovery_iterations, where
+        ),
+        allow_auto_approve=_typed(pr, "allow_auto_approve", bool, False, where),
+    )
+    raw_commands = _typed(va, "commands", list, [], f"{where} [validation]")
+    commands: list[tuple[str, ...]] = []
+    for item in raw_commands:
+        if isinstance(item, str):
+            try:
+                parts = tuple(shlex.split(item))
+            except ValueError as exc:
+                raise UsageError(f"{where}: validation command {item!r}: {exc}") from None
+        elif isinstance(item, list) and all(isinstance(p, str) for p in item):
+            parts = tuple(item)
+        else:
+            raise UsageError(f"{where}: validation commands must be strings or string lists")
+        if not parts:
+            raise UsageError(f"{where}: empty validation command")
+        commands.append(parts)
+    validation = ValidationConfig(
+        commands=tuple(commands),
+        timeout_minutes=_typed(va, "timeout_minutes", int, 30, where),
+    )
+    return Config(
+        workspace=workspace,
+        protocol=protocol,
+        validation=validation,
+        risk=_table(data, "risk", where),
+        agents=_table(data, "agents", where),
+        text=text,
+        path=path,
+    )
+
+
+def load_config(main_worktree: Path) -> Config:
+    """Read `<main worktree>/taskgate.toml`; defaults when it does not exist."""
+    path = main_worktree / CONFIG_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Config()
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text", hint="save it as UTF-8") from None
+    return parse_config(text, path)

@@ -1,0 +1,224 @@
+"""The Engine: one object per command holding the workspace, store, session and clock.
+
+Every protocol step runs inside one store write transaction: facts are gathered and guards
+judged inside it, so the state cannot move between the check and the write. Views are
+rendered after the commit.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from taskgate import failpoints
+from taskgate.engine import views
+from taskgate.engine.clock import Clock, iso, system_clock
+from taskgate.engine.workspace import Workspace, require_initialized
+from taskgate.errors import Corrupted, ForeignTask, TaskgateError, UsageError
+from taskgate.fsutil import read_text
+from taskgate.protocol.names import task_name_problem
+from taskgate.protocol.states import State
+from taskgate.protocol.todo import TodoError, TodoList, parse_todo
+from taskgate.store.base import Store, StoreCorrupt, Tx
+from taskgate.store.records import JSON, TaskRow, TaskSnapshot
+from taskgate.store.sqlite import SqliteStore
+
+T = TypeVar("T")
+
+
+@dataclass
+class Engine:
+    """Application services for one repository and one session."""
+
+    ws: Workspace
+    session_id: str = ""
+    clock: Clock = system_clock
+    cwd: Path = field(default_factory=Path.cwd)
+    host: str = field(default_factory=socket.gethostname)
+    # A long-lived owner (`taskgate run`) records its pid and fence; every write checks both.
+    owner_pid: int | None = None
+    fence: int | None = None
+    _store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        """The store, opened on first use (so `--help` and parse errors never touch it)."""
+        return self.open_store()
+
+    def open_store(self, *, create: bool = False) -> Store:
+        """Open the store; only `init` may create it."""
+        if self._store is None:
+            if not create:
+                require_initialized(self.ws)
+            try:
+                self._store = SqliteStore(self.ws.db_path)
+            except StoreCorrupt as exc:
+                raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
+        return self._store
+
+    def close(self) -> None:
+        """Close the store connection."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def now(self) -> str:
+        """The current time as `YYYY-MM-DDTHH:MM:SSZ`."""
+        return iso(self.clock())
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def require_session(self) -> str:
+        """The session id, or a usage error saying how to set it (exit 2)."""
+        if not self.session_id:
+            raise UsageError(
+                "this command needs a session id",
+                hint="pass --session ID or set TASKGATE_SESSION (Claude Code hooks set it)",
+            )
+        return self.session_id
+
+    @staticmethod
+    def check_task_name(name: str) -> str:
+        """Validate a task name before any file or git operation (DESIGN.md Workspace)."""
+        problem = task_name_problem(name)
+        if problem:
+            raise UsageError(problem, hint="task names look like 'add-login' (see todo.md)")
+        return name
+
+    def todo(self) -> TodoList:
+        """todo.md parsed strictly; a parse error is a usage error naming the line."""
+        text = read_text(self.ws.todo_path)
+        if text is None:
+            if self.ws.todo_path.exists():
+                raise UsageError(f"{self.ws.todo_path} is not UTF-8 text")
+            return TodoList()
+        try:
+            return parse_todo(text)
+        except TodoError as exc:
+            raise UsageError(str(exc), hint=f"fix {self.ws.todo_path}") from None
+
+    # -- steps -------------------------------------------------------------------------------
+
+    def snapshot(self, task: str) -> TaskSnapshot | None:
+        """A consistent read of one task; its views are refreshed when stale (DESIGN.md State)."""
+        try:
+            with self.store.read() as tx:
+                snap = tx.snapshot(task)
+        except StoreCorrupt as exc:
+            raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
+        if snap is not None:
+            self._refresh_views(snap)
+        return snap
+
+    def require_snapshot(self, task: str) -> TaskSnapshot:
+        """The task's snapshot, or a usage error when it was never started."""
+        snap = self.snapshot(self.check_task_name(task))
+        if snap is None:
+            raise UsageError(
+                f"task '{task}' has not been started", hint=f"run 'taskgate start {task}'"
+            )
+        return snap
+
+    def step(self, task: str, body: Callable[[Tx, TaskSnapshot], T], *, owner: bool = True) -> T:
+        """Run one protocol step on `task` in a single write transaction, then render views."""
+        self.check_task_name(task)
+        try:
+            with self.store.write() as tx:
+                snap = tx.snapshot(task)
+                if snap is None:
+                    raise UsageError(
+                        f"task '{task}' has not been started",
+                        hint=f"run 'taskgate start {task}'",
+                    )
+                if owner:
+                    self.require_owner(snap.task)
+                result = body(tx, snap)
+                after = tx.snapshot(task)
+                failpoints.hit("step:before-commit")
+        except StoreCorrupt as exc:
+            raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
+        except TaskgateError:
+            self.snapshot(task)  # a refused step changed nothing, but repairs stale views
+            raise
+        failpoints.hit("step:after-commit")
+        if after is not None:
+            self._refresh_views(after, force=True)
+        return result
+
+    def require_owner(self, row: TaskRow) -> None:
+        """R-TRN-07 / R-LCK-09: only the session holding the lease (and fence) may write."""
+        session = self.require_session()
+        if row.released:
+            raise ForeignTask(
+                f"the lock of '{row.name}' was released at {row.lock_released_at}",
+                hint=f"run 'taskgate start {row.name}' to claim it again",
+            )
+        if row.session_id != session:
+            raise ForeignTask(
+                f"FATAL: Cannot update lock owned by {row.session_id} (R-TRN-07)",
+                hint="select another task with 'taskgate next'",
+            )
+        if self.fence is not None and row.fence != self.fence:
+            raise ForeignTask(
+                f"this process's lease on '{row.name}' was superseded (fence {self.fence} -> "
+                f"{row.fence})",
+                hint="another owner took over after a forced release; stop working on it",
+            )
+
+    def event(self, tx: Tx, task: str, kind: str, payload: JSON) -> None:
+        """Append an audit event attributed to this session."""
+        tx.append_event(task, kind, {"session": self.session_id, **payload}, self.now())
+
+    def touch(self, tx: Tx, snap: TaskSnapshot, **changes: object) -> TaskRow:
+        """Compare-and-swap update of the task row (bumps seq, sets updated_at)."""
+        return tx.update_task(snap.task.name, snap.task.seq, updated_at=self.now(), **changes)
+
+    def _refresh_views(self, snap: TaskSnapshot, *, force: bool = False) -> None:
+        try:
+            if force:
+                views.render(self.ws, snap)
+            else:
+                views.ensure_current(self.ws, snap)
+        except OSError:
+            # A view that cannot be written is re-rendered by the next command; the store
+            # already holds the truth, so this never fails the step that committed.
+            pass
+
+
+def current_state(row: TaskRow) -> State:
+    """The row's state, validated (R-TRN-01); corrupted rows raise exit 5."""
+    try:
+        return State(row.state)
+    except ValueError:
+        raise Corrupted(
+            f"task '{row.name}' has an invalid state {row.state!r} in the store (R-TRN-01)",
+            hint=f"run 'taskgate recover {row.name}'",
+        ) from None
+
+
+def pid_start_time(pid: int) -> str | None:
+    """The start time of a process (Linux /proc), to tell a live owner from a reused pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def owner_alive(row: TaskRow, host: str) -> bool | None:
+    """Is the long-lived owner alive? None when unknown (another host, or a session owner)."""
+    if row.owner_pid is None or row.host != host:
+        return None
+    try:
+        os.kill(row.owner_pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    started = pid_start_time(row.owner_pid)
+    return started is None or row.owner_started in (None, started)

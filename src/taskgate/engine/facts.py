@@ -1,0 +1,158 @@
+"""Gather the TaskFacts a guard judges, from the store snapshot, the files and git."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from taskgate.engine.core import Engine, current_state
+from taskgate.fsutil import file_size, read_text
+from taskgate.git import repo as gitrepo
+from taskgate.git.cmd import ok
+from taskgate.protocol import guards
+from taskgate.protocol.facts import AgentFacts, Approval, LogEntry, TaskFacts, Validation
+from taskgate.protocol.risk import state_path
+from taskgate.protocol.states import AgentStatus, ChangeType, Decision, RiskLevel, State
+from taskgate.store.records import TaskSnapshot
+
+# States whose guards look at the task branch HEAD (a git call is only made for these).
+_NEEDS_HEAD = {
+    State.SYNTHESIS,
+    State.VALIDATION,
+    State.REVIEW,
+    State.AWAITING_USER_APPROVAL,
+    State.COMPLETE,
+}
+
+
+def task_path(snap: TaskSnapshot) -> tuple[State, ...]:
+    """The workflow path for the task's risk and change type (D-WFV-3)."""
+    t = snap.task
+    risk = RiskLevel(t.risk_level) if t.risk_level else None
+    change = ChangeType(t.change_type) if t.change_type else None
+    return state_path(risk, change)
+
+
+def review_round(snap: TaskSnapshot) -> int:
+    """How many times the task has entered REVIEW (decisions belong to one round)."""
+    return sum(1 for r in snap.transitions if r.target == State.REVIEW.value)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(root.resolve())
+    except OSError:
+        return False
+
+
+def gather(engine: Engine, snap: TaskSnapshot, *, head: bool | None = None) -> TaskFacts:
+    """Everything the guards of the task's current state need."""
+    ws = engine.ws
+    t = snap.task
+    state = current_state(t)
+    task_wt = ws.task_worktree(t.name)
+    need_head = state in _NEEDS_HEAD if head is None else head
+    head_sha = gitrepo.head_sha(task_wt) if need_head else None
+    phase = state.value
+    round_no = review_round(snap)
+    agents: dict[str, AgentFacts] = {}
+    for name in t.required_agents:
+        row = snap.agent(name)
+        status = None
+        if row is not None and row.phase == phase and row.status:
+            try:
+                status = AgentStatus(row.status)
+            except ValueError:
+                status = None  # R-AST-02: unknown status counts as incomplete
+        decision = None
+        for v in snap.verdicts:
+            if v.agent == name and v.round == round_no and v.head_sha == head_sha:
+                decision = Decision(v.decision)
+        agents[name] = AgentFacts(
+            name=name,
+            worktree_exists=gitrepo.is_worktree(ws.agent_worktree(t.name, name)),
+            status=status,
+            work_remaining=bool(row and row.phase == phase and row.work_remaining),
+            report_bytes=file_size(ws.report_path(t.name, name)),
+            decision=decision,
+            added_at_state=State(row.added_at_state) if row and row.added_at_state else None,
+        )
+    task_md = read_text(ws.task_md(t.name))
+    plan = snap.active_approval("plan")
+    change = snap.active_approval("changes")
+    latest_validation = snap.validations[-1] if snap.validations else None
+    entered: dict[State, str] = {}
+    for r in snap.transitions:
+        entered[State(r.target)] = r.at
+    todo = engine.todo() if state is State.INIT else None
+    checkpoint = t.checkpoint or {}
+    merged = False
+    if state in (State.AWAITING_USER_APPROVAL, State.COMPLETE) and head_sha:
+        merged = ok("merge-base", "--is-ancestor", head_sha, t.base_branch, cwd=ws.repo) and bool(
+            t.extra.get("merged_sha")
+        )
+    check_cwd = engine.ws.config.protocol.check_cwd
+    presented = snap.latest_presentation("plan")
+    return TaskFacts(
+        task=t.name,
+        session_id=engine.session_id,
+        owner=None if t.released else t.session_id,
+        state=state,
+        path=task_path(snap),
+        log=tuple(
+            LogEntry(State(r.source), State(r.target), r.at, r.reason) for r in snap.transitions
+        ),
+        risk_level=RiskLevel(t.risk_level) if t.risk_level else None,
+        change_type=ChangeType(t.change_type) if t.change_type else None,
+        required_agents=t.required_agents,
+        agents=agents,
+        in_todo=todo.get(t.name) is not None if todo is not None else True,
+        task_worktree_exists=gitrepo.is_worktree(task_wt),
+        task_worktree_branch=gitrepo.head_ref(task_wt),
+        cwd_in_task_worktree=_inside(engine.cwd, task_wt) if check_cwd else None,
+        task_md=task_md,
+        plan_hash=guards.plan_hash(task_md),
+        plan_presented_at=presented.at if presented else None,
+        plan_approval=Approval(plan.bound_to, plan.presented_at, plan.approved_at)
+        if plan
+        else None,
+        head_sha=head_sha,
+        validation=Validation(
+            latest_validation.head_sha,
+            latest_validation.success,
+            latest_validation.at,
+            latest_validation.command,
+        )
+        if latest_validation
+        else None,
+        entered_at=entered,
+        checkpoint_sha=checkpoint.get("commit_sha"),
+        change_approval=Approval(change.bound_to, change.presented_at, change.approved_at)
+        if change and checkpoint.get("approved")
+        else None,
+        archival_committed=bool(t.extra.get("archival_sha")),
+        merged_to_main=merged,
+        audit_complete_problems=audit_completeness(snap),
+        scope_deferral_recorded=bool(t.extra.get("scope_deferral")),
+        scope_negotiation_permitted=bool(t.extra.get("scope_negotiation")),
+    )
+
+
+def audit_completeness(snap: TaskSnapshot) -> tuple[str, ...]:
+    """R-AUD-05: at least one transition, invocation and commit; no invocation still running."""
+    kinds = [e.kind for e in snap.events]
+    problems = []
+    if "transition" not in kinds:
+        problems.append("no state_transitions recorded")
+    if "agent_invoked" not in kinds:
+        problems.append("no agent_invocations recorded")
+    if "commit" not in kinds:
+        problems.append("no commits recorded")
+    running: set[str] = set()
+    for e in snap.events:
+        if e.kind == "agent_invoked":
+            running.add(str(e.payload.get("agent")))
+        elif e.kind == "agent_completed":
+            running.discard(str(e.payload.get("agent")))
+    if running:
+        problems.append(f"agent invocations still running: {', '.join(sorted(running))}")
+    return tuple(problems)

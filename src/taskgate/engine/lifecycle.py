@@ -1,0 +1,349 @@
+"""Claiming, resuming and releasing tasks: the selection matrix D-LCK-1 made executable."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from taskgate import failpoints
+from taskgate.engine.core import Engine, current_state, owner_alive, pid_start_time
+from taskgate.engine.workspace import init_files
+from taskgate.errors import Corrupted, ForeignTask, NeedsHuman, Refused, UsageError
+from taskgate.fsutil import read_text
+from taskgate.git import repo as gitrepo
+from taskgate.protocol.selection import (
+    Availability,
+    LockInfo,
+    Selection,
+    SelectionInput,
+    crashed_session_prompt,
+    select,
+)
+from taskgate.protocol.states import State
+from taskgate.protocol.todo import TodoTask
+from taskgate.protocol.violations import Violation
+from taskgate.store.base import Conflict, StoreCorrupt, Tx
+from taskgate.store.records import TaskRow, TaskSnapshot
+
+_DONE_STATES = {State.COMPLETE.value, State.CLEANUP.value}
+_CHANGELOG_TASK = re.compile(r"^##[ \t]+([a-z0-9][a-z0-9._-]*):", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class TaskAvailability:
+    """One row of `taskgate todo`."""
+
+    name: str
+    title: str
+    availability: Availability
+    rule: str
+    message: str
+    state: str | None = None
+    owner: str | None = None
+
+
+@dataclass(frozen=True)
+class StartResult:
+    """What `start` did: claimed a new task or resumed this session's task."""
+
+    task: str
+    action: str  # "claimed" | "resumed" | "adopted" | "took-over"
+    state: str
+    worktree: str
+
+
+def init(engine: Engine) -> list[str]:
+    """`taskgate init`: config, state dir, git exclude, todo.md/changelog.md, store schema."""
+    created = init_files(engine.ws)
+    new_db = not engine.ws.db_path.exists()
+    _ = engine.open_store(create=True).schema_version()
+    if new_db:
+        created.append(".taskgate/state.db")
+    return created
+
+
+def _done_names(engine: Engine, rows: dict[str, TaskRow]) -> set[str]:
+    names = {n for n, r in rows.items() if r.state in _DONE_STATES}
+    changelog = read_text(engine.ws.changelog_path) or ""
+    names.update(_CHANGELOG_TASK.findall(changelog))
+    return names
+
+
+def _rows(engine: Engine) -> dict[str, TaskRow]:
+    try:
+        with engine.store.read() as tx:
+            return {r.name: r for r in tx.tasks()}
+    except StoreCorrupt as exc:
+        raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
+
+
+def _selection(
+    engine: Engine, name: str, entry: TodoTask | None, row: TaskRow | None, done: set[str]
+) -> Selection:
+    lock = None
+    if row is not None and not row.released:
+        readable = True
+        try:
+            current_state(row)
+        except Corrupted:
+            readable = False
+        lock = LockInfo(owner=row.session_id, readable=readable)
+    pending = bool(row and row.pending and row.pending.get("op") == "create_task_worktree")
+    unmet: tuple[str, ...] = ()
+    if entry is not None:
+        unmet = tuple(d for d in entry.depends if d not in done)
+    return select(
+        SelectionInput(
+            task=name,
+            session_id=engine.session_id,
+            lock=lock,
+            worktree_exists=engine.ws.task_worktree(name).exists(),  # R-LCK-07, C-30
+            done=bool(row and row.released and row.state in _DONE_STATES)
+            or (entry is None and name in done),
+            missing_fields=entry.missing_fields if entry else (),
+            unmet_dependencies=unmet,
+            pending_setup=pending,
+        )
+    )
+
+
+def availability(engine: Engine) -> list[TaskAvailability]:
+    """`taskgate todo`: every todo.md task with what this session may do with it."""
+    todo = engine.todo()
+    rows = _rows(engine)
+    done = _done_names(engine, rows)
+    result = []
+    for entry in todo.tasks:
+        row = rows.get(entry.name)
+        sel = _selection(engine, entry.name, entry, row, done)
+        result.append(
+            TaskAvailability(
+                entry.name,
+                entry.title,
+                sel.availability,
+                sel.rule,
+                sel.message,
+                row.state if row else None,
+                row.session_id if row and not row.released else None,
+            )
+        )
+    return result
+
+
+def _next_available(engine: Engine, exclude: str = "") -> str | None:
+    for item in availability(engine):
+        if item.availability is Availability.AVAILABLE and item.name != exclude:
+            return item.name
+    return None
+
+
+def start(engine: Engine, name: str, *, adopt: bool = False) -> StartResult:
+    """`taskgate start T`: apply D-LCK-1 and claim, resume, or refuse with the right exit code."""
+    engine.check_task_name(name)
+    session = engine.require_session()  # R-LCK-22
+    todo = engine.todo()
+    entry = todo.get(name)
+    rows = _rows(engine)
+    row = rows.get(name)
+    if entry is None and row is None:
+        raise UsageError(
+            f"no task named '{name}' in {engine.ws.todo_path.name}",
+            hint="add it to todo.md (see docs/todo-format.md) or run 'taskgate todo'",
+        )
+    sel = _selection(engine, name, entry, row, _done_names(engine, rows))
+    kind = sel.availability
+    if kind is Availability.RESUME:
+        assert row is not None
+        return _resume(engine, row)
+    if kind is Availability.FOREIGN:
+        assert row is not None
+        if owner_alive(row, engine.host) is False:
+            return _claim(engine, name, row, action="took-over")
+        nxt = _next_available(engine, exclude=name)
+        raise ForeignTask(
+            f"{sel.message}; select an alternative task (R-LCK-04)",
+            hint=f"next available task: {nxt}" if nxt else "No available tasks found.",
+        )
+    if kind is Availability.ASK_USER:
+        if adopt and sel.rule == "R-LCK-05" and (row is None or row.released):
+            return _claim(engine, name, row, action="adopted")
+        prompt = sel.message
+        if row is None or row.released:
+            prompt = crashed_session_prompt(name, str(engine.ws.task_dir(name)))
+        raise NeedsHuman(f"[{sel.rule}] {prompt}", hint="ask the user which option to take")
+    if kind is Availability.DONE:
+        raise Refused(f"task '{name}' is already completed", [Violation(sel.rule, sel.message)])
+    if kind in (Availability.INFEASIBLE, Availability.BLOCKED):
+        nxt = _next_available(engine, exclude=name)
+        raise Refused(
+            f"task '{name}' cannot be started",
+            [Violation(sel.rule, sel.message, _fix_hint(kind))],
+            hint=f"next available task: {nxt}" if nxt else "",
+        )
+    held = next((r for r in rows.values() if r.session_id == session and not r.released), None)
+    if held is not None and held.name != name:
+        raise Refused(
+            f"session {session} already holds task '{held.name}' (R-LCK-19)",
+            [Violation("R-LCK-19", "a session holds at most one unreleased task lock")],
+            hint=f"finish '{held.name}' first (or a human runs 'taskgate release "
+            f"{held.name} --force')",
+        )
+    if gitrepo.branch_exists(engine.ws.repo, name) and row is None:
+        raise Refused(
+            f"a branch named '{name}' already exists",
+            [Violation("R-WTB-01", "the task branch must be created by taskgate")],
+            hint=f"rename or delete the branch '{name}' (git branch -m {name} <other>)",
+        )
+    return _claim(engine, name, row, action="claimed")
+
+
+def _fix_hint(kind: Availability) -> str:
+    if kind is Availability.INFEASIBLE:
+        return "add Purpose:, Scope: and Components: lines to the task in todo.md"
+    return "complete the dependencies first"
+
+
+def _base_branch(engine: Engine) -> str:
+    configured = engine.ws.config.workspace.main_branch
+    return configured or gitrepo.current_branch(engine.ws.repo)
+
+
+def _claim(engine: Engine, name: str, row: TaskRow | None, *, action: str) -> StartResult:
+    """Exclusive claim (R-LCK-01/02), then the journaled task-worktree step."""
+    session = engine.session_id
+    now = engine.now()
+    base = row.base_branch if row else _base_branch(engine)
+    if gitrepo.rev_parse(engine.ws.repo, base) is None:
+        raise UsageError(
+            f"the main branch '{base}' has no commit yet",
+            hint="commit something on it first (git commit --allow-empty -m init)",
+        )
+    lease = {
+        "session_id": session,
+        "host": engine.host,
+        "owner_pid": engine.owner_pid,
+        "owner_started": pid_start_time(engine.owner_pid) if engine.owner_pid else None,
+    }
+    try:
+        with engine.store.write() as tx:
+            current = tx.task(name)
+            if current is not None and not current.released and action != "took-over":
+                raise ForeignTask(
+                    f"'{name}' was claimed by {current.session_id} a moment ago (R-LCK-01)",
+                    hint="select another task with 'taskgate next'",
+                )
+            held = tx.active_task_of(session)
+            if held is not None and held.name != name:
+                raise Refused(
+                    f"session {session} already holds task '{held.name}' (R-LCK-19)",
+                    [Violation("R-LCK-19", "a session holds at most one unreleased task lock")],
+                )
+            pending = {"op": "create_task_worktree", "base": base}
+            if current is None:
+                fence = 1
+                created = tx.insert_task(
+                    TaskRow(
+                        name=name,
+                        state=State.INIT.value,
+                        fence=fence,
+                        created_at=now,
+                        updated_at=now,
+                        pending=pending,
+                        base_branch=base,
+                        **lease,  # type: ignore[arg-type]
+                    )
+                )
+                if not created:
+                    raise ForeignTask(f"'{name}' was claimed a moment ago (R-LCK-01)")
+            else:
+                fence = current.fence + 1
+                tx.update_task(
+                    name,
+                    current.seq,
+                    updated_at=now,
+                    fence=fence,
+                    lock_released_at=None,
+                    pending=pending,
+                    **lease,
+                )
+            tx.append_event(name, action, {"session": session, "fence": fence}, now)
+    except Conflict as exc:
+        raise ForeignTask(f"could not claim '{name}': {exc}", hint="run 'taskgate next'") from exc
+    failpoints.hit("claim:after-insert")
+    if engine.owner_pid is not None:
+        engine.fence = fence
+    row_after = engine.require_snapshot(name).task
+    _finish_setup(engine, row_after)
+    snap = engine.require_snapshot(name)
+    return StartResult(name, action, snap.task.state, str(engine.ws.task_worktree(name)))
+
+
+def _finish_setup(engine: Engine, row: TaskRow) -> None:
+    """The journaled worktree step: idempotent, so a crash before `done` simply redoes it."""
+    if not row.pending or row.pending.get("op") != "create_task_worktree":
+        return
+    path = engine.ws.task_worktree(row.name)
+    with gitrepo.repo_lock(engine.ws.common_dir):
+        gitrepo.ensure_worktree(engine.ws.repo, path, row.name, str(row.pending["base"]))
+    failpoints.hit("setup:after-worktree")
+    base_sha = gitrepo.rev_parse(engine.ws.repo, row.base_branch) or ""
+
+    def done(tx: Tx, snap: TaskSnapshot) -> None:
+        engine.touch(tx, snap, pending=None, base_sha=snap.task.base_sha or base_sha)
+        engine.event(tx, row.name, "worktree_created", {"path": str(path), "branch": row.name})
+
+    engine.step(row.name, done)
+
+
+def _resume(engine: Engine, row: TaskRow) -> StartResult:
+    """Matrix row 1 (R-LCK-03): skip INIT, verify the state, continue from the last phase."""
+    from taskgate.engine.flow import finish_classification
+
+    current_state(row)
+    _finish_setup(engine, row)
+    finish_classification(engine, row.name)
+    if not gitrepo.is_worktree(engine.ws.task_worktree(row.name)):  # R-WTB-09
+        raise NeedsHuman(
+            f"ERROR: Inconsistent state - lock for '{row.name}' exists but worktree missing",
+            hint=f"run 'taskgate recover {row.name}'",
+        )
+    snap = engine.require_snapshot(row.name)
+    return StartResult(row.name, "resumed", snap.task.state, str(engine.ws.task_worktree(row.name)))
+
+
+def next_task(engine: Engine) -> StartResult:
+    """`taskgate next`: resume this session's task, else start the next available one."""
+    engine.require_session()
+    items = availability(engine)
+    for item in items:
+        if item.availability is Availability.RESUME:
+            return start(engine, item.name)
+    for item in items:
+        if item.availability is Availability.AVAILABLE:
+            try:
+                return start(engine, item.name)
+            except ForeignTask:
+                continue  # R-LCK-11: lost a race, select the next one
+    raise Refused("No available tasks found. Exiting.", [], hint="see 'taskgate todo'")
+
+
+def release(engine: Engine, name: str, *, force: bool, reason: str = "") -> TaskRow:
+    """`taskgate release T --force`: the human's override (R-LCK-21); audited."""
+    if not force:
+        raise UsageError(
+            "release requires --force: only a human may release a lock (R-LCK-21)",
+            hint=f"taskgate release {name} --force --reason '...'",
+        )
+
+    def body(tx: Tx, snap: TaskSnapshot) -> TaskRow:
+        if snap.task.released:
+            raise Refused(f"the lock of '{name}' is already released", [])
+        engine.event(
+            tx,
+            name,
+            "force_release",
+            {"previous_owner": snap.task.session_id, "fence": snap.task.fence, "reason": reason},
+        )
+        return engine.touch(tx, snap, lock_released_at=engine.now(), pending=None)
+
+    return engine.step(name, body, owner=False)

@@ -1,0 +1,211 @@
+"""Views: the seeds' files rendered atomically from the store, never read back as truth.
+
+Every view carries `_seq`, the store sequence of the task it reflects; a missing, stale or
+corrupt view is re-rendered by the next command that touches the task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from taskgate import failpoints
+from taskgate.engine.workspace import Workspace
+from taskgate.fsutil import atomic_write_json, read_json
+from taskgate.store.records import TaskSnapshot
+
+VIEW_NOTE = (
+    "view rendered from the taskgate store; editing it changes nothing (run taskgate status)"
+)
+
+
+def task_json(snap: TaskSnapshot) -> dict[str, Any]:
+    """task.json in the seeds' shape (R-TRN-28, D-CKP-3) plus the sequence it reflects."""
+    t = snap.task
+    additions = [
+        {
+            "agent": a.agent,
+            "added_at_state": a.added_at_state,
+            "timestamp": a.added_at,
+            "justification": a.justification,
+        }
+        for a in snap.agents
+        if not a.initial
+    ]
+    data: dict[str, Any] = {
+        "_seq": t.seq,
+        "_note": VIEW_NOTE,
+        "session_id": t.session_id,
+        "task_name": t.name,
+        "state": t.state,
+        "created_at": t.created_at,
+        "updated_at": t.updated_at,
+        "risk_level": t.risk_level,
+        "change_type": t.change_type,
+        "required_agents": list(t.required_agents),
+        "agent_additions": additions,
+        "transition_log": [
+            {"from": r.source, "to": r.target, "timestamp": r.at}
+            | ({"reason": r.reason} if r.reason else {})
+            for r in snap.transitions
+        ],
+        "checkpoint": t.checkpoint,
+        "lock": {
+            "session_id": t.session_id,
+            "host": t.host,
+            "fence": t.fence,
+            "owner_pid": t.owner_pid,
+            "released_at": t.lock_released_at,
+        },
+    }
+    if t.cleanup_timestamp:
+        data["cleanup_timestamp"] = t.cleanup_timestamp
+    if t.lock_released_at:
+        data["lock_released_at"] = t.lock_released_at
+    if t.classification:
+        data["classification"] = t.classification
+    return data
+
+
+def status_json(snap: TaskSnapshot, agent: str) -> dict[str, Any]:
+    """agents/A/status.json (R-AST-01): status, updated_at, error_message, retry_count, phase."""
+    row = snap.agent(agent)
+    data: dict[str, Any] = {"_seq": snap.task.seq, "_note": VIEW_NOTE, "agent": agent}
+    if row is not None:
+        data |= {
+            "status": row.status,
+            "phase": row.phase,
+            "updated_at": row.updated_at,
+            "retry_count": row.retry_count,
+            "work_remaining": row.work_remaining,
+        }
+        if row.status == "ERROR":
+            data["error_message"] = row.message or "Unknown"
+        elif row.message:
+            data["message"] = row.message
+    return data
+
+
+def audit_trail_json(snap: TaskSnapshot) -> dict[str, Any]:
+    """audit-trail.json (R-AUD-01/02/03/04) derived from the hash-chained events."""
+    t = snap.task
+    trail: dict[str, Any] = {
+        "_seq": t.seq,
+        "_note": VIEW_NOTE,
+        "task_name": t.name,
+        "session_id": t.session_id,
+        "started_at": t.created_at,
+        "state_transitions": [],
+        "agent_invocations": [],
+        "tool_usage": [],
+        "commits": [],
+        "build_verifications": [],
+        "approvals": [],
+        "events": len(snap.events),
+        "chain_head": snap.events[-1].hash if snap.events else None,
+    }
+    running: dict[str, dict[str, Any]] = {}
+    for e in snap.events:
+        p = e.payload
+        if e.kind == "transition":
+            trail["state_transitions"].append(
+                {
+                    "from_state": p.get("from"),
+                    "to_state": p.get("to"),
+                    "timestamp": e.at,
+                    "verification_passed": True,
+                }
+            )
+        elif e.kind == "agent_invoked":
+            entry = {
+                "agent_name": p.get("agent"),
+                "agent_mode": p.get("mode"),
+                "working_dir": p.get("working_dir"),
+                "invocation_timestamp": e.at,
+                "status": "running",
+            }
+            running[str(p.get("agent"))] = entry
+            trail["agent_invocations"].append(entry)
+        elif e.kind == "agent_completed":
+            entry = running.pop(str(p.get("agent")), None) or {
+                "agent_name": p.get("agent"),
+                "agent_mode": p.get("mode"),
+            }
+            if entry not in trail["agent_invocations"]:
+                trail["agent_invocations"].append(entry)
+            entry |= {
+                "status": "completed",
+                "completion_timestamp": e.at,
+                "report_location": p.get("report"),
+            }
+        elif e.kind == "tool_usage":
+            trail["tool_usage"].append({"timestamp": e.at, **p})
+        elif e.kind == "commit":
+            trail["commits"].append({"timestamp": e.at, **p})
+        elif e.kind == "validation":
+            trail["build_verifications"].append({"timestamp": e.at, **p})
+        elif e.kind == "approval":
+            trail["approvals"].append({"timestamp": e.at, **p})
+    return trail
+
+
+def _flag_states(snap: TaskSnapshot) -> dict[str, bool]:
+    """Which flag views must exist: approvals that hold in the store (C-03, C-04)."""
+    return {
+        "plan": snap.active_approval("plan") is not None,
+        "changes": snap.active_approval("changes") is not None
+        and bool((snap.task.checkpoint or {}).get("approved")),
+        "archival": bool(snap.task.extra.get("archival_sha")),
+    }
+
+
+def view_is_current(ws: Workspace, snap: TaskSnapshot) -> bool:
+    """True when task.json reflects the store's sequence and every flag matches the store."""
+    data = read_json(ws.task_dir(snap.task.name) / "task.json")
+    if not isinstance(data, dict) or data.get("_seq") != snap.task.seq:
+        return False
+    return all(
+        ws.flag(snap.task.name, kind).exists() == wanted
+        for kind, wanted in _flag_states(snap).items()
+    )
+
+
+def render(ws: Workspace, snap: TaskSnapshot) -> None:
+    """Write every view of the task atomically (task.json last, so its _seq marks completion)."""
+    name = snap.task.name
+    task_dir = ws.task_dir(name)
+    task_dir.mkdir(parents=True, exist_ok=True)
+    for agent in snap.task.required_agents:
+        atomic_write_json(ws.agent_dir(name, agent) / "status.json", status_json(snap, agent))
+    atomic_write_json(task_dir / "audit-trail.json", audit_trail_json(snap))
+    failpoints.hit("views:mid")
+    wanted = _flag_states(snap)
+    for kind in ("plan", "changes"):
+        path = ws.flag(name, kind)
+        approval = snap.active_approval(kind)
+        if not wanted[kind] or approval is None:
+            path.unlink(missing_ok=True)
+        else:
+            atomic_write_json(
+                path,
+                {
+                    "_seq": snap.task.seq,
+                    "_note": VIEW_NOTE,
+                    "bound_to": approval.bound_to,
+                    "approved_at": approval.approved_at,
+                    "provenance": approval.provenance,
+                },
+            )
+    archival = ws.flag(name, "archival")
+    if snap.task.extra.get("archival_sha"):
+        atomic_write_json(archival, {"_seq": snap.task.seq, "sha": snap.task.extra["archival_sha"]})
+    else:
+        archival.unlink(missing_ok=True)
+    atomic_write_json(task_dir / "task.json", task_json(snap))
+
+
+def ensure_current(ws: Workspace, snap: TaskSnapshot) -> bool:
+    """Re-render the views when stale or missing; True when it rendered."""
+    if view_is_current(ws, snap):
+        return False
+    render(ws, snap)
+    return True

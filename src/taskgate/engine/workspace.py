@@ -1,0 +1,134 @@
+"""Where everything lives, found from any worktree of the repository (DESIGN.md Workspace)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from taskgate.engine.config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Config, load_config
+from taskgate.errors import UsageError
+from taskgate.git import repo as gitrepo
+from taskgate.protocol.states import (
+    ARCHIVAL_FLAG,
+    CHANGE_FLAG,
+    PLAN_FLAG,
+)
+
+STATE_DIR = ".taskgate"
+DB_NAME = "state.db"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Paths of one repository's taskgate workspace; every location is injected from here."""
+
+    repo: Path  # the main worktree
+    common_dir: Path
+    config: Config
+
+    @property
+    def state_dir(self) -> Path:
+        """`.taskgate/` in the main worktree (holds state.db)."""
+        return self.repo / STATE_DIR
+
+    @property
+    def db_path(self) -> Path:
+        """The embedded SQLite store."""
+        return self.state_dir / DB_NAME
+
+    @property
+    def tasks_root(self) -> Path:
+        """Root of the task directories (`tasks_root` in taskgate.toml)."""
+        root = Path(self.config.workspace.tasks_root)
+        return root if root.is_absolute() else self.repo / root
+
+    @property
+    def todo_path(self) -> Path:
+        """todo.md in the main worktree."""
+        return self.repo / self.config.workspace.todo
+
+    @property
+    def changelog_path(self) -> Path:
+        """changelog.md in the main worktree."""
+        return self.repo / self.config.workspace.changelog
+
+    def task_dir(self, task: str) -> Path:
+        """`WS/tasks/T`."""
+        return self.tasks_root / task
+
+    def task_worktree(self, task: str) -> Path:
+        """`WS/tasks/T/code`, on branch T (R-WTB-01)."""
+        return self.task_dir(task) / "code"
+
+    def agent_dir(self, task: str, agent: str) -> Path:
+        """`WS/tasks/T/agents/A`."""
+        return self.task_dir(task) / "agents" / agent
+
+    def agent_worktree(self, task: str, agent: str) -> Path:
+        """`WS/tasks/T/agents/A/code`, on branch T-A (R-WTB-02, C-16)."""
+        return self.agent_dir(task, agent) / "code"
+
+    def report_path(self, task: str, agent: str) -> Path:
+        """`WS/tasks/T/T-A-requirements.md` (R-DOC-03, C-17)."""
+        return self.task_dir(task) / f"{task}-{agent}-requirements.md"
+
+    def task_md(self, task: str) -> Path:
+        """`WS/tasks/T/task.md` (R-DOC-01)."""
+        return self.task_dir(task) / "task.md"
+
+    def flag(self, task: str, kind: str) -> Path:
+        """The approval / archival flag views (C-03, C-04)."""
+        name = {"plan": PLAN_FLAG, "changes": CHANGE_FLAG, "archival": ARCHIVAL_FLAG}[kind]
+        return self.task_dir(task) / name
+
+    @property
+    def initialized(self) -> bool:
+        """True once `taskgate init` created the state directory."""
+        return self.db_path.exists()
+
+
+def find_workspace(start: Path) -> Workspace:
+    """The workspace of the repository containing `start` (any of its worktrees)."""
+    paths = gitrepo.discover(start)
+    return Workspace(paths.main_worktree, paths.common_dir, load_config(paths.main_worktree))
+
+
+def require_initialized(ws: Workspace) -> None:
+    """Refuse to work on a repository where `taskgate init` has not run."""
+    if not ws.initialized:
+        raise UsageError(
+            f"taskgate is not initialised in {ws.repo}",
+            hint=f"run 'taskgate init' in {ws.repo}",
+        )
+
+
+def init_files(ws: Workspace) -> list[str]:
+    """Create what `taskgate init` owns; returns what it created (idempotent)."""
+    created: list[str] = []
+    config_path = ws.repo / CONFIG_NAME
+    if not config_path.exists():
+        config_path.write_text(DEFAULT_CONFIG_TEXT, encoding="utf-8")
+        created.append(CONFIG_NAME)
+    for path in (ws.state_dir, ws.tasks_root):
+        if not path.exists():
+            path.mkdir(parents=True)
+            created.append(str(path.relative_to(ws.repo)) + "/" if path.is_relative_to(ws.repo)
+                           else str(path))  # fmt: skip
+    exclude = ws.common_dir / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    lines = exclude.read_text(encoding="utf-8").splitlines() if exclude.exists() else []
+    entry = f"/{STATE_DIR}/"
+    if entry not in lines:
+        with exclude.open("a", encoding="utf-8") as handle:
+            if lines and lines[-1] != "":
+                handle.write("\n")
+            handle.write(f"# taskgate state (taskgate init)\n{entry}\n")
+        created.append(".git/info/exclude entry")
+    for path, text in (
+        (ws.todo_path, "# Tasks\n\nTasks for taskgate; the format is in docs/todo-format.md.\n"),
+        (ws.changelog_path, "# Changelog\n"),
+    ):
+        if not path.exists():
+            path.write_text(text, encoding="utf-8")
+            created.append(path.name)
+    return created

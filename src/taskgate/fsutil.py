@@ -1,0 +1,53 @@
+"""Atomic file writes: temp file in the same directory, fsync, os.replace (STYLE.md 5)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Replace `path` with `text` so that readers see the old or the new file, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Atomically write pretty, key-sorted JSON with a trailing newline."""
+    atomic_write(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    """Parsed JSON, or None when the file is missing or does not parse (views are re-rendered)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def file_size(path: Path) -> int | None:
+    """Size in bytes, or None when the file does not exist."""
+    try:
+        return path.stat().st_size if path.is_file() else None
+    except OSError:
+        return None
+
+
+def read_text(path: Path) -> str | None:
+    """File text, or None when it does not exist or is not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None

@@ -1,0 +1,1 @@
+"""Git access through one wrapper (DESIGN.md layer 3)."""

@@ -1,0 +1,38 @@
+"""Every git call goes through `git()`: argument lists, LC_ALL=C, no prompts, no GIT_* leaks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from taskgate.errors import GitError
+from taskgate.process import Result, clean_env, run
+
+
+def git(*args: str, cwd: Path | str, check: bool = True, stdin: str | None = None) -> Result:
+    """Run `git args...` in `cwd`; raise GitError with command and output when check fails."""
+    cmd = ("git", *args)
+    result = run(cmd, cwd=cwd, env=clean_env(), stdin=stdin)
+    if check and not result.ok:
+        raise GitError(cmd, result.returncode, result.stdout, result.stderr)
+    return result
+
+
+def git_out(*args: str, cwd: Path | str) -> str:
+    """stdout of a successful git command, stripped of the trailing newline."""
+    return git(*args, cwd=cwd).stdout.rstrip("\n")
+
+
+def ok(*args: str, cwd: Path | str) -> bool:
+    """True when the git command exits 0 (queries such as `rev-parse --verify`)."""
+    return git(*args, cwd=cwd, check=False).ok
+
+
+def split_z(text: str) -> list[str]:
+    """Split NUL-separated `-z` output."""
+    return [part for part in text.split("\0") if part]
+
+
+def quote_cmd(cmd: Sequence[str]) -> str:
+    """A command for display in hints."""
+    return " ".join(cmd)

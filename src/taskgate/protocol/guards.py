@@ -1,0 +1,625 @@
+"""Transition guards: pure functions from a TaskFacts snapshot to violations (RULES §1, §7, §9).
+
+Each guard returns an empty list when the transition may proceed. Messages keep the seeds'
+failure texts where RULES quotes them, and every violation carries a hint saying what to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+
+from taskgate.protocol.facts import TaskFacts
+from taskgate.protocol.states import (
+    MIN_REPORT_BYTES,
+    TASK_MD_SECTIONS,
+    AgentStatus,
+    Decision,
+    State,
+)
+from taskgate.protocol.violations import Violation
+
+Guard = Callable[[TaskFacts], list[Violation]]
+
+_PLAN_HEADING = re.compile(r"^##[ \t]+.*implementation plan.*$", re.IGNORECASE | re.MULTILINE)
+_LEVEL2 = re.compile(r"^##[ \t]", re.MULTILINE)
+
+# R-DOC-11: the six plan components, each matched by any of its spellings.
+PLAN_COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("File manifest (Files to Create / Files to Modify)", ("files to create", "files to modify")),
+    ("API Design", ("api design",)),
+    ("Behavior Specifications", ("behavior specification", "behaviour specification")),
+    ("Test Cases", ("test cases",)),
+    ("Implementation Sequence", ("implementation sequence",)),
+    ("Decision log", ("decision log", "key design decisions")),
+)
+
+
+def plan_section(task_md: str) -> str | None:
+    """The `## ... Implementation Plan ...` section up to the next level-2 heading, or None."""
+    match = _PLAN_HEADING.search(task_md)
+    if match is None:
+        return None
+    following = _LEVEL2.search(task_md, match.end())
+    end = following.start() if following else len(task_md)
+    return task_md[match.start() : end]
+
+
+def plan_hash(task_md: str | None) -> str | None:
+    """SHA-256 of the plan section; plan approval is bound to it (R-CKP-15, C-46)."""
+    if task_md is None:
+        return None
+    section = plan_section(task_md)
+    if section is None:
+        return None
+    normalised = "\n".join(line.rstrip() for line in section.strip().splitlines())
+    return hashlib.sha256(normalised.encode("utf-8")).hexdigest()
+
+
+def missing_plan_components(task_md: str) -> list[str]:
+    """The R-DOC-11 plan components that task.md lacks (case-insensitive)."""
+    lowered = task_md.lower()
+    return [name for name, spellings in PLAN_COMPONENTS if not any(s in lowered for s in spellings)]
+
+
+def missing_sections(task_md: str) -> list[str]:
+    """The D-DOC-1 mandatory headings missing from task.md (literal `## ` lines, R-DOC-02)."""
+    present = {line[3:].strip() for line in task_md.splitlines() if line.startswith("## ")}
+    return [s for s in TASK_MD_SECTIONS if s not in present]
+
+
+def report_problem(size: int | None) -> str | None:
+    """Why a requirements report is invalid (R-DOC-04), or None when it is valid."""
+    if size is None:
+        return "report missing"
+    if size == 0:
+        return "report is empty"
+    if size < MIN_REPORT_BYTES:
+        return f"too small ({size} bytes)"
+    return None
+
+
+# --- shared checks ---------------------------------------------------------------------------
+
+
+def ownership(f: TaskFacts) -> list[Violation]:
+    """R-LCK-22 / R-TRN-07: a session id is required and must own the task."""
+    if not f.session_id:
+        return [
+            Violation(
+                "R-LCK-22",
+                "no session id: a task can only be changed by the session that owns it",
+                "pass --session ID or set TASKGATE_SESSION",
+            )
+        ]
+    if f.owner != f.session_id:
+        return [
+            Violation(
+                "R-TRN-07",
+                f"FATAL: Cannot update lock owned by {f.owner or '(nobody)'}",
+                "select another task with 'taskgate next'; only a human may "
+                "'taskgate release --force' a foreign lock",
+            )
+        ]
+    return []
+
+
+def _cwd(f: TaskFacts, rule: str, text: str) -> list[Violation]:
+    if f.cwd_in_task_worktree is False:
+        return [Violation(rule, text, f"cd into the task worktree of '{f.task}' and run it again")]
+    return []
+
+
+def _task_worktree(f: TaskFacts, rule: str) -> list[Violation]:
+    if not f.task_worktree_exists:
+        return [
+            Violation(rule, f"task worktree for '{f.task}' is missing", "run 'taskgate recover'")
+        ]
+    if f.task_worktree_branch != f.task:
+        return [
+            Violation(
+                "R-WTB-01",
+                f"task worktree is on branch {f.task_worktree_branch or '(detached)'}, "
+                f"expected {f.task}",
+                f"git -C <task worktree> switch {f.task}",
+            )
+        ]
+    return []
+
+
+def _log_has(f: TaskFacts, *pairs: tuple[State, State]) -> list[tuple[State, State]]:
+    """The (from, to) pairs missing from the log, checked in order (R-TRN-13)."""
+    missing: list[tuple[State, State]] = []
+    position = 0
+    entries = [(e.source, e.target) for e in f.log]
+    for pair in pairs:
+        try:
+            position = entries.index(pair, position) + 1
+        except ValueError:
+            missing.append(pair)
+    return missing
+
+
+def _plan_approval(f: TaskFacts) -> list[Violation]:
+    """Plan approved by a human, after the presentation, for the plan as it is now."""
+    approval = f.plan_approval
+    if approval is None:
+        return [
+            Violation(
+                "R-CKP-03",
+                "ENTRY GUARD FAILED: User plan approval not obtained",
+                "present the plan with 'taskgate present' and wait for the user to approve it",
+            )
+        ]
+    problems: list[Violation] = []
+    if approval.bound_to != f.plan_hash:
+        problems.append(
+            Violation(
+                "R-CKP-15",
+                "the plan changed after it was approved (approval bound to another plan hash)",
+                "present the revised plan with 'taskgate present' and ask the user again",
+            )
+        )
+    if approval.approved_at < approval.presented_at:
+        problems.append(
+            Violation(
+                "R-CKP-04",
+                "the approval predates the plan presentation",
+                "present the plan and ask the user for approval",
+            )
+        )
+    return problems
+
+
+# --- per-transition guards (referenced from the table in transitions.py) ----------------------
+
+
+def init_to_classified(f: TaskFacts) -> list[Violation]:
+    """R-TRN-09 (C-24): session, ownership, todo.md entry, task worktree on branch T, cwd."""
+    problems = ownership(f)
+    if not f.in_todo:
+        problems.append(
+            Violation("R-TRN-09", f"task '{f.task}' is not in todo.md", "add it to todo.md")
+        )
+    problems += _task_worktree(f, "R-TRN-09")
+    problems += _cwd(f, "R-TRN-09", "not in the task worktree")
+    return problems
+
+
+def classified_to_requirements(f: TaskFacts) -> list[Violation]:
+    """R-TRN-10: risk level, agents, agent worktrees, task.md with its 3 sections, cwd."""
+    problems = ownership(f)
+    if f.risk_level is None:
+        problems.append(
+            Violation("R-TRN-10", "risk level not classified", "run 'taskgate classify'")
+        )
+    if not f.required_agents:
+        problems.append(
+            Violation("R-TRN-10", "required_agents is empty", "run 'taskgate classify'")
+        )
+    for name in f.required_agents:  # R-WTB-05: iterate required_agents, never a fixed list
+        if not f.agent(name).worktree_exists:
+            problems.append(
+                Violation(
+                    "R-WTB-03",
+                    f"agent worktree missing: {name}",
+                    "run 'taskgate recover --repair' to recreate it from its branch",
+                )
+            )
+    if f.task_md is None:
+        problems.append(
+            Violation(
+                "R-DOC-01",
+                "CRITICAL ERROR: task.md not created by CLASSIFIED state",
+                "run 'taskgate classify' again to write the skeleton",
+            )
+        )
+    else:
+        for section in missing_sections(f.task_md):
+            problems.append(
+                Violation(
+                    "R-DOC-02",
+                    f"task.md missing section: {section}",
+                    f"add a '## {section}' heading to task.md",
+                )
+            )
+    problems += _cwd(f, "R-TRN-10", "CRITICAL ERROR: Not in task worktree!")
+    return problems
+
+
+def requirements_checklist(f: TaskFacts) -> list[Violation]:
+    """D-DOC-2: the 9-point REQUIREMENTS exit checklist, in order, stopping at the first failure."""
+    for check in _NINE_CHECKS:
+        problems = check(f)
+        if problems:
+            return problems
+    return []
+
+
+def _check1(f: TaskFacts) -> list[Violation]:
+    if f.state is State.REQUIREMENTS:
+        return []
+    return [
+        Violation("R-TRN-11", f"[1/9] FAILED: Lock state is '{f.state}', expected 'REQUIREMENTS'")
+    ]
+
+
+def _check2(f: TaskFacts) -> list[Violation]:
+    return [
+        Violation(v.rule, f"[2/9] FAILED: Lock owned by different session ({f.owner})", v.hint)
+        for v in ownership(f)
+    ]
+
+
+def _check3(f: TaskFacts) -> list[Violation]:
+    return _cwd(f, "R-TRN-11", "[3/9] FAILED: Wrong directory")
+
+
+def _check4(f: TaskFacts) -> list[Violation]:
+    if f.task_md is None:
+        return [Violation("R-DOC-01", "[4/9] FAILED: task.md not found", "run 'taskgate classify'")]
+    return [
+        Violation("R-DOC-02", f"[4/9] FAILED: task.md missing section: {s}", f"add '## {s}'")
+        for s in missing_sections(f.task_md)
+    ]
+
+
+def _check5(f: TaskFacts) -> list[Violation]:
+    if not f.required_agents:
+        return [
+            Violation(
+                "R-DOC-07",
+                "[5/9] FAILED: No required_agents in lock file",
+                "return to CLASSIFIED: taskgate transition T CLASSIFIED --reason ...",
+            )
+        ]
+    missing = [a for a in f.required_agents if not f.agent(a).worktree_exists]
+    return [
+        Violation(
+            "R-DOC-07",
+            f"[5/9] FAILED: Agent worktree missing: {a}",
+            "return to CLASSIFIED or run 'taskgate recover --repair'",
+        )
+        for a in missing
+    ]
+
+
+def _check6(f: TaskFacts) -> list[Violation]:
+    incomplete = [
+        f"{a} ({f.agent(a).status or 'no status'})"
+        for a in f.required_agents
+        if f.agent(a).status is not AgentStatus.COMPLETE
+    ]
+    if not incomplete:
+        return []
+    done = len(f.required_agents) - len(incomplete)
+    return [
+        Violation(
+            "R-AST-15",
+            f"[6/9] FAILED: {len(incomplete)} agents incomplete; GATE FAILED: "
+            f"{done}/{len(f.required_agents)} agents complete: {', '.join(incomplete)}",
+            "wait for WORKING agents, re-invoke the others ('taskgate agent check T')",
+        )
+    ]
+
+
+def _check7(f: TaskFacts) -> list[Violation]:
+    bad = [
+        f"{a}: {problem}"
+        for a in f.required_agents
+        if (problem := report_problem(f.agent(a).report_bytes)) is not None
+    ]
+    if not bad:
+        return []
+    return [
+        Violation(
+            "R-DOC-04",
+            f"[7/9] FAILED: {len(bad)} reports missing/invalid: {'; '.join(bad)}",
+            f"each agent writes {f.task}-<agent>-requirements.md (at least {MIN_REPORT_BYTES} "
+            "bytes) in the task directory",
+        )
+    ]
+
+
+def _check8(f: TaskFacts) -> list[Violation]:
+    missing = _log_has(f, (State.INIT, State.CLASSIFIED), (State.CLASSIFIED, State.REQUIREMENTS))
+    return [
+        Violation(
+            "R-TRN-13",
+            f"[8/9] FAILED: Missing {a} -> {b} transition",
+            "protocol error: escalate to the user ('taskgate recover')",
+        )
+        for a, b in missing
+    ]
+
+
+def _check9(f: TaskFacts) -> list[Violation]:
+    errors = [a for a in f.required_agents if f.agent(a).status is AgentStatus.ERROR]
+    if not errors:
+        return []
+    return [
+        Violation(
+            "R-DOC-07",
+            f"[9/9] FAILED: {len(errors)} agents in ERROR state: {', '.join(errors)}",
+            "re-invoke the failed agents",
+        )
+    ]
+
+
+_NINE_CHECKS: tuple[Guard, ...] = (
+    _check1,
+    _check2,
+    _check3,
+    _check4,
+    _check5,
+    _check6,
+    _check7,
+    _check8,
+    _check9,
+)
+
+
+def _entry_guards(f: TaskFacts, *, need_plan_text: bool) -> list[Violation]:
+    """D-DOC-3 guards 1-6 plus R-TRN-13 (no skipped states) and the plan-hash binding."""
+    problems = ownership(f)
+    if f.task_md is None:
+        return [*problems, Violation("R-DOC-01", "ENTRY GUARD FAILED: task.md not found")]
+    if "Stakeholder Agent Reports" in missing_sections(f.task_md):
+        problems.append(
+            Violation(
+                "R-DOC-02",
+                "ENTRY GUARD FAILED: task.md missing Stakeholder Agent Reports section",
+                "restore the '## Stakeholder Agent Reports' heading",
+            )
+        )
+    missing_reports = [
+        a for a in f.required_agents if report_problem(f.agent(a).report_bytes) is not None
+    ]
+    if missing_reports or not f.required_agents:
+        problems.append(
+            Violation(
+                "R-DOC-09",
+                "ENTRY GUARD FAILED: No stakeholder requirements reports found"
+                + (f" for: {', '.join(missing_reports)}" if missing_reports else ""),
+                "every required agent needs a valid requirements report (C-19)",
+            )
+        )
+    if need_plan_text and f.plan_hash is None:
+        problems.append(
+            Violation(
+                "R-DOC-10",
+                "ENTRY GUARD FAILED: task.md missing implementation plans",
+                "write a '## Implementation Plan' section in task.md",
+            )
+        )
+    problems += _plan_approval(f)
+    missing = _log_has(
+        f,
+        (State.INIT, State.CLASSIFIED),
+        (State.CLASSIFIED, State.REQUIREMENTS),
+        (State.REQUIREMENTS, State.SYNTHESIS),
+    )
+    problems += [
+        Violation("R-TRN-13", f"skipped state: log lacks {a} -> {b}", "run 'taskgate recover'")
+        for a, b in missing
+    ]
+    return problems
+
+
+def synthesis_to_implementation(f: TaskFacts) -> list[Violation]:
+    """R-TRN-12: entry guards 1-6 of D-DOC-3, approval bound to the current plan."""
+    return _entry_guards(f, need_plan_text=True)
+
+
+def synthesis_to_awaiting(f: TaskFacts) -> list[Violation]:
+    """C-08 skip path: approved plan, changes committed on T, checkpoint SHA recorded."""
+    problems = _entry_guards(f, need_plan_text=True)
+    if f.head_sha is None:
+        problems.append(
+            Violation(
+                "R-WFV-10",
+                "task branch HEAD unknown: commit the changes on the task branch first",
+                "git -C <task worktree> commit, then retry",
+            )
+        )
+    return problems
+
+
+def implementation_to_validation(f: TaskFacts) -> list[Violation]:
+    """R-TRN-14 / R-AGT-20 / R-AST-20: every required agent COMPLETE with no work remaining."""
+    problems = ownership(f)
+    for name in f.required_agents:
+        agent = f.agent(name)
+        if agent.status is not AgentStatus.COMPLETE:
+            problems.append(
+                Violation(
+                    "R-TRN-14",
+                    f"agent {name} has not reported COMPLETE for IMPLEMENTATION "
+                    f"(status: {agent.status or 'none'})",
+                    f"run another implementation round, then 'taskgate agent set T {name} "
+                    "COMPLETE --done'",
+                )
+            )
+        elif agent.work_remaining:
+            problems.append(
+                Violation(
+                    "R-AST-20",
+                    f"agent {name} reports work remaining",
+                    "run another implementation round",
+                )
+            )
+    return problems
+
+
+def validation_to_review(f: TaskFacts) -> list[Violation]:
+    """R-TRN-15: a fresh SUCCESS build for the current HEAD, after entering VALIDATION."""
+    problems = ownership(f)
+    v = f.validation
+    entered = f.entered_at.get(State.VALIDATION, "")
+    if v is None or v.at < entered:
+        problems.append(
+            Violation(
+                "R-TRN-15",
+                "no build verification since entering VALIDATION (cached results do not count)",
+                "run 'taskgate validate T'",
+            )
+        )
+    elif not v.success:
+        problems.append(
+            Violation(
+                "R-TRN-15",
+                "the latest build verification failed",
+                "fix it (VALIDATION -> IMPLEMENTATION with the failure), then validate again",
+            )
+        )
+    elif v.head_sha != f.head_sha:
+        problems.append(
+            Violation(
+                "R-TRN-15",
+                f"the passing build was for {v.head_sha[:12]}, the task branch is now at "
+                f"{(f.head_sha or '?')[:12]}",
+                "run 'taskgate validate T' again",
+            )
+        )
+    return problems
+
+
+def review_to_awaiting(f: TaskFacts) -> list[Violation]:
+    """R-TRN-16 / R-AGT-21: unanimous APPROVED over all required agents for the current HEAD."""
+    problems = ownership(f)
+    for name in f.required_agents:
+        decision = f.agent(name).decision
+        if decision is not Decision.APPROVED:
+            problems.append(
+                Violation(
+                    "R-TRN-16",
+                    f"agent {name} has "
+                    + ("REJECTED" if decision else "not reviewed")
+                    + " the current task branch HEAD",
+                    "a rejection goes back to IMPLEMENTATION; otherwise wait for the review",
+                )
+            )
+    return problems
+
+
+def _rejections(f: TaskFacts) -> list[str]:
+    return [a for a in f.required_agents if f.agent(a).decision is Decision.REJECTED]
+
+
+def review_to_implementation(f: TaskFacts) -> list[Violation]:
+    """R-TRN-22: allowed only when at least one reviewer REJECTED."""
+    problems = ownership(f)
+    if not _rejections(f):
+        problems.append(
+            Violation(
+                "R-TRN-22",
+                "no reviewer rejected the current task branch",
+                "wait for the remaining reviews, or move on when all approve",
+            )
+        )
+    return problems
+
+
+def to_scope_negotiation(f: TaskFacts) -> list[Violation]:
+    """R-REV-04: a scope rejection with effort > 2x scope and agent consensus (recorded)."""
+    problems = ownership(f)
+    if not f.scope_negotiation_permitted:
+        problems.append(
+            Violation(
+                "R-REV-04",
+                "scope negotiation needs a recorded scope rejection with effort > 2x the "
+                "task scope and agent consensus",
+                "record the estimate and the agreeing agents first",
+            )
+        )
+    return problems
+
+
+def scope_to_synthesis(f: TaskFacts) -> list[Violation]:
+    """R-REV-05: SCOPE_NEGOTIATION exits only with a recorded deferral decision."""
+    problems = ownership(f)
+    if not f.scope_deferral_recorded:
+        problems.append(
+            Violation(
+                "R-REV-05",
+                "no deferral decision recorded",
+                "record the deferred items and the rationale",
+            )
+        )
+    return problems
+
+
+def awaiting_to_complete(f: TaskFacts) -> list[Violation]:
+    """R-TRN-18 / R-CKP-12 / R-CKP-13: approval bound to the presented SHA, archived, merged."""
+    problems = ownership(f)
+    approval = f.change_approval
+    if approval is None:
+        problems.append(
+            Violation(
+                "R-CKP-12",
+                "CHECKPOINT VIOLATION: User approval not obtained",
+                "present the change with 'taskgate present T' and wait for the user",
+            )
+        )
+    else:
+        if approval.bound_to != f.checkpoint_sha or f.checkpoint_sha != f.head_sha:
+            problems.append(
+                Violation(
+                    "R-CKP-13",
+                    f"the task branch moved since the change was approved "
+                    f"(approved {approval.bound_to[:12]}, HEAD {(f.head_sha or '?')[:12]})",
+                    "present the new HEAD with 'taskgate present T' and ask again",
+                )
+            )
+        if approval.approved_at < approval.presented_at:
+            problems.append(
+                Violation(
+                    "R-CKP-04",
+                    "the approval predates the presentation of the change",
+                    "present the change and ask the user again",
+                )
+            )
+    if not f.archival_committed:
+        problems.append(
+            Violation(
+                "R-CMP-02",
+                "no archival commit on the task branch (orphaned archival)",
+                "run 'taskgate complete T'",
+            )
+        )
+    if not f.merged_to_main:
+        problems.append(
+            Violation(
+                "R-CMP-06",
+                "the task branch is not merged --ff-only into main",
+                "run 'taskgate complete T'",
+            )
+        )
+    return problems
+
+
+def complete_to_cleanup(f: TaskFacts) -> list[Violation]:
+    """R-TRN-19 / R-CLN-01 / R-CLN-08: merge verified and the audit trail complete."""
+    problems = ownership(f)
+    if not f.merged_to_main:
+        problems.append(
+            Violation(
+                "R-CLN-01", "main does not contain the task commit", "run 'taskgate complete'"
+            )
+        )
+    problems += [
+        Violation("R-CLN-08", f"ERROR: {text}", "see 'taskgate audit T'")
+        for text in f.audit_complete_problems
+    ]
+    return problems
+
+
+def owner_only(f: TaskFacts) -> list[Violation]:
+    """Backward moves need only ownership; the table demands the reason (R-TRN-06)."""
+    return ownership(f)
+
+
+def critical_agent_addition(f: TaskFacts) -> list[Violation]:
+    """C-47: VALIDATION/REVIEW -> REQUIREMENTS only for a critical agent addition."""
+    return ownership(f)

@@ -1,0 +1,346 @@
+"""Classify a user message at a checkpoint or during an interruption (RULES §9-§10, pure)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+
+from taskgate.protocol.states import State
+
+
+class MessageKind(StrEnum):
+    """What a message asks for: R-INT-03 classes plus APPROVAL, AMBIGUOUS (R-CKP-08) and C-68."""
+
+    APPROVAL = "APPROVAL"
+    CHANGE_REQUEST = "CHANGE_REQUEST"
+    RESUMPTION = "RESUMPTION"
+    QUESTION = "QUESTION"
+    AUDIT = "AUDIT"
+    STATUS_REQUEST = "STATUS_REQUEST"
+    UNRELATED_WORK = "UNRELATED_WORK"
+    OTHER = "OTHER"
+    AMBIGUOUS = "AMBIGUOUS"
+
+
+class Checkpoint(StrEnum):
+    """Which human checkpoint is pending, i.e. presented and not yet approved (R-CKP-01)."""
+
+    NONE = "NONE"
+    PLAN = "PLAN"
+    CHANGES = "CHANGES"
+
+
+@dataclass(frozen=True)
+class MessageClass:
+    """The verdict on one message: its kind, why, the words that decided it, and the reply."""
+
+    kind: MessageKind
+    reason: str
+    matched: tuple[str, ...]
+    response: str
+    feedback: str = ""
+
+    @property
+    def keeps_state(self) -> bool:
+        """True when the caller must verify the state is unchanged afterwards (R-INT-02, C-68)."""
+        return self.kind not in (MessageKind.APPROVAL, MessageKind.CHANGE_REQUEST)
+
+
+# The state each checkpoint waits in (R-CKP-01); a mismatch is a caller bug, not user input.
+_CHECKPOINT_STATE = MappingProxyType(
+    {Checkpoint.PLAN: State.SYNTHESIS, Checkpoint.CHANGES: State.AWAITING_USER_APPROVAL}
+)
+_WHAT = MappingProxyType({Checkpoint.PLAN: "plan", Checkpoint.CHANGES: "changes"})
+_NEXT = MappingProxyType({Checkpoint.PLAN: "implementation", Checkpoint.CHANGES: "finalization"})
+_LABEL = MappingProxyType(
+    {
+        MessageKind.AUDIT: "Audit requested",
+        MessageKind.QUESTION: "Question noted",
+        MessageKind.STATUS_REQUEST: "Status requested",
+    }
+)
+
+# D-CKP-1 "Ambiguous Message Handling", verbatim apart from the filled-in brackets (R-CKP-09).
+_CLARIFICATION = (
+    "I'm currently waiting for your approval of {what}. To confirm:\n"
+    " - If you approve: Please say 'yes, approved' or 'proceed with {next}'\n"
+    " - If you need changes: Please specify what to modify\n"
+    " - If you want me to continue waiting: I will wait for your review"
+)
+
+# R-CKP-16, worded after seed 002 "Scenario 4: User Requests Unrelated Work".
+_UNRELATED = (
+    "I'm currently waiting for your approval of the {what}. Due to task protocol isolation "
+    "requirements, I cannot start other work until this task completes. Would you like me to:\n"
+    " 1. Continue waiting for your review approval, OR\n"
+    " 2. Abandon the current task and start the new work (will lose checkpoint progress)"
+)
+
+# R-CKP-08 keyword set (C-25) plus a few common sign-offs; whole words, matched on casefolded text.
+# Deliberately absent: "ok", "sure", "yeah", "sounds good", emoji - they only acknowledge.
+_APPROVAL_RE = re.compile(
+    r"\b(?:yes|approved?|proceed|looks?\s+(?:good|great)|lgtm|sgtm|go\s+ahead|merge\s+it"
+    r"|ship\s+it|go\s+for\s+it|good\s+to\s+go)\b"
+)
+# "merge" alone is a sign-off only as a bare command; "merge conflicts look bad" is not one.
+_BARE_MERGE_RE = re.compile(r"^(?:please\s+)?merge(?:\s+(?:this|now|away))?(?:\s+please)?$")
+
+# D-INT-2 regexes, made case-insensitive and whole-word (C-26), in R-INT-03 order.
+_RESUMPTION_RE = re.compile(r"\b(?:continue|resume|proceed)\b|\bkeep\b.*\bgoing\b")
+_AUDIT_RE = re.compile(r"/audit-session\b|\baudit\b")
+_QUESTION_RE = re.compile(r"\b(?:what|how|why|explain|clarify)\b")
+_STATUS_RE = re.compile(r"\b(?:status|progress)\b|\bwhere\b.*\bare\b.*\bwe\b")
+# R-INT-05: "?" at the end, allowing trailing "!", quotes, brackets or emoji after it.
+_ENDS_WITH_QUESTION_RE = re.compile(r"\?[^\w]*$")
+
+# Words that show the person is still asking, even without a "?" ("LGTM, one question: ...").
+_QUESTION_HINT_RE = re.compile(r"\b(?:questions?|wonder|wondering|curious)\b")
+# Any negation anywhere blocks approval (R-CKP-08); a false approval costs more than a re-ask.
+_NEGATION_RE = re.compile(
+    r"\b(?:not|no|never|nope|nah|neither|nor|cannot|\w+n't|dont|doesnt|isnt|cant|wont)\b"
+    r"|\b(?:hold\s+(?:on|off|up)|wait|stop|reject(?:ed)?|disapproved?|declined?|veto(?:ed)?)\b"
+    r"|👎"
+)
+# An explicit "no" / "not yet": reported as declined rather than asked about again.
+_DECLINE_RE = re.compile(
+    r"^(?:no(?!\s+(?:problem|worries|objections?|issues?|concerns?|complaints?|comments?)\b)"
+    r"|nope|nah|not\s+yet|not\s+now|hold\s+(?:on|off|up)|wait|stop|reject|decline"
+    r"|disapprove|thumbs\s+down)\b"
+    r"|\bnot\s+yet\b|\bhold\s+off\b|\b(?:rejected|disapproved?|declined|veto(?:ed)?)\b"
+    r"|\b(?:not|never|don't|dont|do\s+not|doesn't|does\s+not|isn't|is\s+not|can't|cannot|won't)"
+    r"\s+(?:\w+\s+){0,2}?(?:approved?|approving|proceed|merge|ship|go\s+ahead|ready|good|lgtm"
+    r"|happy|convinced)\b"
+)
+# Contrast, condition or hedging next to an approval word means "not unconditionally yes".
+_HEDGE_RE = re.compile(
+    r"\b(?:but|however|though|although|except|unless|if|once|when|after|before|until"
+    r"|otherwise|maybe|perhaps|probably|hmm+|guess|suppose|almost|mostly|assuming)\b"
+)
+# Acknowledgements that say nothing about approval (R-CKP-08 "continue, okay, ok" alone).
+_ACK = (
+    r"(?:ok(?:ay)?|k+|sure|fine|alright|all\s+right|cool|yeah|yep|yup|sounds\s+good|got\s+it"
+    r"|noted|continue|do\s+it|let's\s+do\s+it|let's\s+go)"
+)
+# One token per space: "(?:k+\s*)+" would backtrack exponentially on "kkkk...x".
+_ACK_ONLY_RE = re.compile(rf"^{_ACK}(?:\s{_ACK})*$")
+# Option 1 of R-CKP-16: keep waiting; not a resumption, so it must not loop into AMBIGUOUS.
+_KEEP_WAITING_RE = re.compile(r"\b(?:continue|keep)\s+(?:on\s+)?waiting\b")
+_THUMBS_DOWN = "👎"
+
+# R-CKP-16: explicit markers only, so "update the README" stays a change request.
+_UNRELATED_RE = re.compile(
+    r"\b(?:another|different|other|next|new|separate|unrelated)\s+(?:task|ticket|project)s?\b"
+    r"|\bsomething\s+else\b|\bin\s+the\s+meantime\b|\bmeanwhile\b"
+    r"|\b(?:start|begin|switch\s+to|move\s+on\s+to|jump\s+to|pick\s+up|work\s+on)\s+(?:on\s+)?"
+    r"(?:the\s+|a\s+)?(?:[\w/#-]+\s+){0,2}?(?:task|ticket|issue)\b"
+    r"|\b(?:while|whilst)\s+(?:i|you)(?:'m|\s+am)?\s+(?:review|reviewing|wait|waiting|look"
+    r"|looking|test|testing|check|checking)\b"
+)
+
+# Verbs that ask for an edit (R-INT-11 "rename X", "fix Y"; R-CKP-15 plan changes).
+_EDIT_VERB = (
+    r"(?:rename|fix|change|add|remove|delete|drop|update|refactor|move|replace|rewrite|revert"
+    r"|split|extract|simplify|use|make|adjust|tweak|modify|include|document|reword|revise|edit"
+    r"|correct|amend|restore|undo|squash|reorder|format|shorten|expand|cover|handle|avoid"
+    r"|convert|improve|clean|inline|bump|raise|lower|increase|decrease|reduce|limit|mention)"
+)
+# A clause opening with an edit verb is an imperative, unless the verb is really a noun
+# ("Change looks good", "Use of X is fine") or has no object ("Update: LGTM").
+_IMPERATIVE_RE = re.compile(
+    rf"^(?:(?:please|pls|kindly|also|and|then|just|so|now|ok|okay|first|maybe)\s+)*{_EDIT_VERB}"
+    r"(?=\s+\w)(?!\s+(?:looks?|is|are|was|were|seems?|of|sounds?|makes|works?|lgtm|approved)\b)"
+)
+# Polite forms stay requests even when they end in "?" ("Can you add error handling details?").
+_POLITE_REQUEST_RE = re.compile(
+    rf"\b(?:please|pls|kindly)\s+(?:also\s+|just\s+|now\s+)?{_EDIT_VERB}\b"
+    rf"|\b(?:can|could|would|will)\s+(?:you|we)\s+(?:please\s+)?(?:also\s+|just\s+|maybe\s+)?"
+    rf"{_EDIT_VERB}\b"
+)
+_REQUEST_RE = re.compile(
+    rf"\b(?:you|we)\s+(?:should|must|need\s+to|have\s+to|ought\s+to)\s+(?:also\s+|still\s+)?"
+    rf"{_EDIT_VERB}\b"
+    rf"|\b(?:i'd|i\s+would|i)\s+(?:like|want|prefer)\s+(?:you\s+|us\s+)?to\s+(?:also\s+)?"
+    rf"{_EDIT_VERB}\b"
+    rf"|\blet's\s+(?:also\s+|just\s+)?{_EDIT_VERB}\b"
+    r"|\bneeds?\s+(?:to\s+be|more|an?|some|tests?|docs?)\b"
+    r"|\bshould\s+(?:be|use|have|return|raise|accept)\b"
+    r"|\btypos?\b|\b(?:is|are|looks?|seems?)\s+(?:wrong|broken|missing|incorrect|off|failing)\b"
+    r"|\binstead\s+of\b|\brather\s+than\b"
+)
+_WH_START_RE = re.compile(r"\W*(?:what|how|why|when|where|which|who)\b")
+_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?;\n])\s+")
+_CLAUSE_SPLIT_RE = re.compile(
+    r"[,;:.!?()\"\n]+|\s[-–—]+\s|\b(?:but|and|then|also|though|however|otherwise|plus)\b"
+)
+_NON_WORD_RE = re.compile(r"[^\w\s']+")
+
+
+def clarification_text(checkpoint: Checkpoint) -> str:
+    """The D-CKP-1 clarification for an AMBIGUOUS message at a pending checkpoint (R-CKP-09)."""
+    if checkpoint is Checkpoint.NONE:
+        raise ValueError("no checkpoint is pending, so there is no approval to clarify (R-CKP-09)")
+    return _CLARIFICATION.format(what=_WHAT[checkpoint], next=_NEXT[checkpoint])
+
+
+def is_approval(text: str, checkpoint: Checkpoint) -> bool:
+    """True only if `text` approves the pending checkpoint (R-CKP-06/07/08)."""
+    return classify_message(text, state=None, checkpoint=checkpoint).kind is MessageKind.APPROVAL
+
+
+def classify_message(text: str, *, state: State | None, checkpoint: Checkpoint) -> MessageClass:
+    """Classify a user message per RULES §9-§10 with resolutions C-25, C-26 and C-68."""
+    expected = _CHECKPOINT_STATE.get(checkpoint)
+    if expected is not None and state is not None and state is not expected:
+        raise ValueError(f"checkpoint {checkpoint} is pending only in {expected}, not {state}")
+    norm = _normalize(text)
+    if checkpoint is Checkpoint.NONE:
+        kind, reason, matched = _interruption_kind(norm)
+        return _build(kind, reason, matched, text, state, checkpoint)
+    kind, reason, matched = _checkpoint_kind(norm)
+    return _build(kind, reason, matched, text, state, checkpoint)
+
+
+def _normalize(text: str) -> str:
+    # Case-insensitive (C-26); typographic apostrophes so "don’t" negates like "don't".
+    folded = text.casefold().replace("\u2019", "'").replace("\u2018", "'")
+    return " ".join(folded.split())
+
+
+def _words(norm: str) -> str:
+    # Punctuation and emoji dropped: "Approved!" and "approved" read the same.
+    return " ".join(_NON_WORD_RE.sub(" ", norm).split())
+
+
+def _hits(pattern: re.Pattern[str], text: str) -> tuple[str, ...]:
+    return tuple(m.group(0) for m in pattern.finditer(text))
+
+
+def _interruption_kind(norm: str) -> tuple[MessageKind, str, tuple[str, ...]]:
+    """R-INT-03 order, with R-INT-05: a resumption word in a message ending in "?" asks."""
+    if not norm:
+        return MessageKind.OTHER, "empty message", ()
+    if hits := _hits(_RESUMPTION_RE, norm):
+        if _ENDS_WITH_QUESTION_RE.search(norm):
+            return MessageKind.QUESTION, "resumption word but ends in '?' (R-INT-05)", (*hits, "?")
+        return MessageKind.RESUMPTION, "resumption keyword (R-INT-03)", hits
+    if hits := _hits(_AUDIT_RE, norm):
+        return MessageKind.AUDIT, "audit keyword (R-INT-03)", hits
+    if hits := _hits(_QUESTION_RE, norm):
+        return MessageKind.QUESTION, "question keyword (R-INT-03)", hits
+    if hits := _hits(_STATUS_RE, norm):
+        return MessageKind.STATUS_REQUEST, "status keyword (R-INT-03)", hits
+    # "Will this work with existing code?" is OTHER in R-INT-04, so a bare "?" decides nothing.
+    return MessageKind.OTHER, "no interruption keyword (R-INT-03)", ()
+
+
+def _is_request_sentence(sentence: str) -> bool:
+    # "Should we add tests?" asks; only polite forms stay requests when they end in "?",
+    # and "How will you handle errors?" stays a question despite its "will you handle".
+    if "?" in sentence:
+        return not _WH_START_RE.match(sentence) and bool(_POLITE_REQUEST_RE.search(sentence))
+    if _POLITE_REQUEST_RE.search(sentence) or _REQUEST_RE.search(sentence):
+        return True
+    clauses = (c.strip() for c in _CLAUSE_SPLIT_RE.split(sentence))
+    return any(_IMPERATIVE_RE.search(c) for c in clauses if c)
+
+
+def _checkpoint_kind(norm: str) -> tuple[MessageKind, str, tuple[str, ...]]:
+    """At a pending checkpoint approval detection runs first (R-CKP-17, C-26)."""
+    words = _words(norm)
+    if not words:
+        if _THUMBS_DOWN in norm:
+            return MessageKind.OTHER, "declined / not yet (thumbs down)", (_THUMBS_DOWN,)
+        if norm and not norm.isascii():
+            # An emoji reaction (even 👍) acknowledges as often as it approves: ask.
+            return MessageKind.AMBIGUOUS, "emoji only (R-CKP-08: ask, never assume)", (norm,)
+        return _interruption_kind(norm)
+    if hits := _hits(_UNRELATED_RE, norm):
+        return MessageKind.UNRELATED_WORK, "unrelated work during a checkpoint (R-CKP-16)", hits
+
+    sentences = [s for s in _SENTENCE_SPLIT_RE.split(norm) if s.strip()]
+    requests = [s for s in sentences if _is_request_sentence(s)]
+    asking = [s for s in sentences if s not in requests]
+    question_words = tuple(
+        w for s in asking for w in (*_hits(_QUESTION_RE, s), *_hits(_QUESTION_HINT_RE, s))
+    )
+    question_mark = any("?" in s for s in asking)
+    approvals = _hits(_APPROVAL_RE, norm) or _hits(_BARE_MERGE_RE, words)
+    blockers = (
+        *(("?",) if "?" in norm else ()),
+        *_hits(_QUESTION_RE, norm),
+        *_hits(_QUESTION_HINT_RE, norm),
+        *_hits(_NEGATION_RE, norm),
+        *_hits(_HEDGE_RE, norm),
+        *_hits(_AUDIT_RE, norm),
+        *(("change request",) if requests else ()),
+    )
+    if approvals and not blockers:
+        reason = "approval keyword at a pending checkpoint (R-CKP-08)"
+        return MessageKind.APPROVAL, reason, approvals
+
+    # A question inside means the person is not done deciding (seed 002 Scenario 2).
+    asks_to_approve = approvals or _RESUMPTION_RE.search(norm) or _ACK_ONLY_RE.match(words)
+    if question_words or (question_mark and asks_to_approve):
+        reason = "question at a checkpoint: never an approval (C-26)"
+        return MessageKind.QUESTION, reason, question_words or ("?",)
+    if requests:
+        hits = tuple(requests)
+        return MessageKind.CHANGE_REQUEST, "change request at a checkpoint (R-INT-11)", hits
+    if hits := _hits(_DECLINE_RE, words) or ((_THUMBS_DOWN,) if _THUMBS_DOWN in norm else ()):
+        return MessageKind.OTHER, "declined / not yet (R-CKP-08 negation)", hits
+    if hits := _hits(_KEEP_WAITING_RE, norm):
+        return MessageKind.OTHER, "keep waiting (R-CKP-16 option 1)", hits
+    if approvals:
+        if hits := _hits(_AUDIT_RE, norm):
+            return MessageKind.AUDIT, "audit requested; audits never approve (R-CKP-05)", hits
+        reason = "approval word with a negation, condition or hedge (R-CKP-08)"
+        return MessageKind.AMBIGUOUS, reason, approvals + blockers
+    if _ACK_ONLY_RE.match(words):
+        return MessageKind.AMBIGUOUS, "acknowledgement alone (R-CKP-06/07)", (words,)
+    kind, reason, matched = _interruption_kind(norm)
+    if kind is MessageKind.RESUMPTION:
+        reason = "resumption without approval keyword at a checkpoint (R-CKP-08, R-CKP-17)"
+        return MessageKind.AMBIGUOUS, reason, matched
+    return kind, reason, matched
+
+
+def _build(
+    kind: MessageKind,
+    reason: str,
+    matched: tuple[str, ...],
+    text: str,
+    state: State | None,
+    checkpoint: Checkpoint,
+) -> MessageClass:
+    feedback = text.strip() if kind is MessageKind.CHANGE_REQUEST else ""
+    response = _response(kind, reason, feedback, state, checkpoint)
+    return MessageClass(kind, reason, matched, response, feedback)
+
+
+def _response(
+    kind: MessageKind, reason: str, feedback: str, state: State | None, checkpoint: Checkpoint
+) -> str:
+    what = _WHAT.get(checkpoint, "")
+    if kind is MessageKind.AMBIGUOUS:
+        return clarification_text(checkpoint)
+    if kind is MessageKind.UNRELATED_WORK:
+        return _UNRELATED.format(what=what)
+    if kind is MessageKind.APPROVAL:
+        return f"Approval of the {what} received; next: {_NEXT[checkpoint]}."
+    if kind is MessageKind.CHANGE_REQUEST:
+        if checkpoint is Checkpoint.PLAN:
+            # R-CKP-15: revise task.md and present again; the state stays SYNTHESIS.
+            head = "Plan change requested: the plan will be revised and presented again"
+        else:
+            head = "Change requested: returning to implementation (R-INT-11)"
+        return f"{head}.\nFeedback: {feedback}"
+    if kind is MessageKind.RESUMPTION:
+        where = f"{state}" if state is not None else "the preserved state"
+        return f"Resuming {where} (R-INT-07)."
+    # R-INT-06: everything else does no task work and leaves the state as it was.
+    remains = f"state remains: {state}" if state is not None else "state remains unchanged"
+    waiting = f"; still waiting for your approval of the {what}" if what else ""
+    label = _LABEL.get(kind, "Not approved" if reason.startswith("declined") else "No action taken")
+    return f"{label}: {remains}{waiting} (R-INT-06)."

@@ -1,0 +1,36 @@
+"""Task and agent name validation (DESIGN.md Workspace; R-LCK-18, C-33)."""
+
+from __future__ import annotations
+
+import re
+
+_NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+RESERVED_TASK_NAMES = frozenset({"main"})  # R-LCK-18: the main worktree lock's name
+
+
+def task_name_problem(name: str) -> str | None:
+    """Why `name` is not a valid task name, or None when it is."""
+    if not name:
+        return "task name is empty"
+    if not name.isascii():
+        return f"task name {name!r} is not ASCII"
+    if name in RESERVED_TASK_NAMES:
+        return f"task name {name!r} is reserved for the main worktree lock (R-LCK-18, C-33)"
+    if ".." in name or name.endswith((".", ".lock")):
+        return f"task name {name!r} may not contain '..' or end in '.' or '.lock' (git ref rules)"
+    if _NAME_RE.fullmatch(name) is None:
+        return (
+            f"task name {name!r} must match [a-z0-9][a-z0-9._-]{{0,63}}: lowercase letters, "
+            "digits, '.', '_' and '-', starting with a letter or digit, at most 64 characters"
+        )
+    return None
+
+
+def agent_name_problem(name: str) -> str | None:
+    """Why `name` is not a syntactically valid agent name, or None when it is."""
+    if not name or not name.isascii() or _NAME_RE.fullmatch(name) is None or ".." in name:
+        return (
+            f"agent name {name!r} must match [a-z0-9][a-z0-9._-]{{0,63}} "
+            "(no path separators, no leading '-')"
+        )
+    return None

@@ -1,0 +1,589 @@
+"""Risk classification and workflow variants: files and task text → risk, path, agents (§2, §3)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from taskgate.protocol import agents as agt
+from taskgate.protocol.states import ChangeType, RiskLevel, State
+from taskgate.protocol.violations import Violation
+
+# D-RSK-1: the 9 escalation keywords (the 3 of §Manual Overrides are a subset, C-40).
+ESCALATION_KEYWORDS: tuple[str, ...] = (
+    "security", "architecture", "breaking", "performance", "concurrent", "database", "api",
+    "state", "dependency",
+)  # fmt: skip
+METHOD_PATTERN = "pattern match"
+METHOD_KEYWORD = "keyword trigger"
+METHOD_OVERRIDE = "manual override"
+VARIANTS = MappingProxyType(  # R-RSK-13 (derived mapping)
+    {RiskLevel.HIGH: "FULL", RiskLevel.MEDIUM: "ABBREVIATED", RiskLevel.LOW: "STREAMLINED"}
+)
+
+# D-WFV-3 (Res C-07/C-08/C-09): every path holds both human checkpoints, the plan approval in
+# SYNTHESIS and the change review in AWAITING_USER_APPROVAL.
+_BASE_PATH = (State.INIT, State.CLASSIFIED, State.REQUIREMENTS, State.SYNTHESIS)
+FULL_PATH: tuple[State, ...] = (
+    *_BASE_PATH, State.IMPLEMENTATION, State.VALIDATION, State.REVIEW,
+    State.AWAITING_USER_APPROVAL, State.COMPLETE, State.CLEANUP,
+)  # fmt: skip
+SKIP_PATH: tuple[State, ...] = (
+    *_BASE_PATH, State.AWAITING_USER_APPROVAL, State.COMPLETE, State.CLEANUP,
+)  # fmt: skip
+
+
+def state_path(risk: RiskLevel | None, change_type: ChangeType | None) -> tuple[State, ...]:
+    """The workflow variant's states for a risk and change type (D-WFV-1, D-WFV-3)."""
+    if risk == RiskLevel.LOW:
+        return SKIP_PATH  # R-WFV-04
+    if risk == RiskLevel.MEDIUM and change_type in (
+        ChangeType.DOCUMENTATION_ONLY,
+        ChangeType.CONFIG_ONLY,
+    ):
+        return SKIP_PATH  # R-WFV-02, C-09
+    return FULL_PATH  # R-WFV-01/03/05; R-WFV-07: a change type never shortens HIGH
+
+
+# ---------------------------------------------------------------------------------------------
+# Gitignore-style globs (R-RSK-07).
+
+
+class RiskConfigError(ValueError):
+    """An invalid [risk] table in taskgate.toml; the message names the line when known."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def normalize_pattern(pattern: str) -> str:
+    """Drop './' prefixes and empty or '.' segments, keeping a trailing '/' (directory)."""
+    trailing = "/" if pattern.endswith("/") else ""
+    segments = [s for s in pattern.split("/") if s not in ("", ".")]
+    return "/".join(segments) + (trailing if segments else "")
+
+
+def _segment_regex(segment: str, stop: str = "/") -> str:
+    """One path segment: '*' and '?' never cross `stop`, '[...]' is a character class."""
+    out: list[str] = []
+    i = 0
+    while i < len(segment):
+        char = segment[i]
+        if char == "*":
+            while i + 1 < len(segment) and segment[i + 1] == "*":
+                i += 1  # gitignore: other consecutive asterisks are plain asterisks
+            out.append(f"[^{stop}]*")
+        elif char == "?":
+            out.append(f"[^{stop}]")
+        elif char == "[":
+            j = i + 1
+            negate = j < len(segment) and segment[j] in "!^"
+            j += negate
+            start = j
+            j += j < len(segment) and segment[j] == "]"  # a leading ']' is literal
+            while j < len(segment) and segment[j] != "]":
+                j += 1
+            if j >= len(segment):
+                raise ValueError("has an unbalanced '['")
+            body = segment[start:j]
+            escaped = "".join(
+                c if c == "-" and 0 < k < len(body) - 1 else re.escape(c)
+                for k, c in enumerate(body)
+            )
+            out.append(f"[^{escaped}{stop}]" if negate else f"[{escaped}]")
+            i = j
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
+
+
+def _checked(pattern: str) -> str:
+    """The normalised pattern; ValueError says what is wrong with it."""
+    if not pattern.strip():
+        raise ValueError("is empty")
+    if pattern != pattern.strip():
+        raise ValueError("has leading or trailing whitespace")
+    if "\x00" in pattern:
+        raise ValueError("contains a NUL character")
+    if "\\" in pattern:
+        raise ValueError("contains a backslash; use '/' separators (escapes are not supported)")
+    if pattern.startswith("/"):
+        raise ValueError("is an absolute path; patterns are repository-relative (R-RSK-07)")
+    if ".." in pattern.split("/"):
+        raise ValueError("contains a '..' segment; patterns cannot leave the repository")
+    if pattern.startswith("!"):
+        raise ValueError("is a negation; '!' is not supported, order the tiers instead")
+    normal = normalize_pattern(pattern)
+    if not normal:
+        raise ValueError("matches nothing after removing './'")
+    return normal
+
+
+def glob_regex(pattern: str) -> str:
+    """The regex source for a gitignore-style pattern; ValueError says what is wrong."""
+    normal = _checked(pattern)
+    directory = normal.endswith("/")  # 'build/' means everything below a directory 'build'
+    body = normal.rstrip("/")
+    # R-RSK-07: without '/' the pattern matches the basename at any depth.
+    out = "" if "/" in body else "(?:.*/)?"
+    segments = body.split("/")
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == "**":
+            out += ".+" if last else "(?:.*/)?"  # '**' spans zero or more directories
+        else:
+            out += _segment_regex(segment) + ("" if last else "/")
+    return out + ("/.+" if directory else "")
+
+
+def _keyed_regex(pattern: str) -> str:
+    """The regex for `basename NUL path`: basename patterns never scan the directories."""
+    normal = _checked(pattern)
+    if "/" not in normal and normal != "**":
+        return _segment_regex(normal, stop="/\x00") + "\x00"
+    return f"[^\x00]*\x00(?:{glob_regex(pattern)})\\Z"
+
+
+def compile_glob(pattern: str) -> re.Pattern[str]:
+    """Compile a gitignore-style pattern to a regex matching whole repo-relative paths."""
+    try:
+        return re.compile(rf"(?:{glob_regex(pattern)})\Z", re.DOTALL)
+    except re.error as error:
+        raise ValueError(f"is not a valid glob ({error})") from None
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why `pattern` is not a valid risk pattern, or None when it is."""
+    try:
+        compile_glob(pattern)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def normalize_path(path: str) -> str | None:
+    """Repo-relative '/' path without './', '.' or resolved '..'; None when outside the repo."""
+    path = path.strip()
+    if path.startswith("/"):
+        return None
+    parts: list[str] = []
+    for segment in path.split("/"):
+        if segment == "..":
+            if not parts:
+                return None
+            parts.pop()
+        elif segment not in ("", "."):
+            parts.append(segment)
+    return "/".join(parts) or None
+
+
+# ---------------------------------------------------------------------------------------------
+# Patterns and configuration.
+
+
+@dataclass(frozen=True)
+class RiskPattern:
+    """A risk pattern; `exclude` globs disqualify a match (the '*.md except CLAUDE.md' rule)."""
+
+    pattern: str
+    level: RiskLevel
+    note: str
+    exclude: tuple[str, ...] = ()
+
+
+def _tier(
+    level: RiskLevel, *entries: tuple[str, str], exclude: tuple[str, ...] = ()
+) -> tuple[RiskPattern, ...]:
+    return tuple(RiskPattern(p, level, note, exclude) for p, note in entries)
+
+
+_H, _M, _L = RiskLevel.HIGH, RiskLevel.MEDIUM, RiskLevel.LOW
+_PROTECTED_DOCS = ("CLAUDE.md", "task-protocol.md", "critical-rules.md")  # R-RSK-05
+SEED_HIGH = _tier(  # D-RSK-1, exact
+    _H, ("pom.xml", "build configuration"), ("**/pom.xml", "build configuration"),
+    (".github/**", "CI/CD workflows"), ("**/security/**", "security components"),
+    ("checkstyle.xml", "style enforcement"), ("**/checkstyle*.xml", "style enforcement"),
+    ("CLAUDE.md", "critical configuration"),
+    ("docs/project/task-protocol.md", "protocol documentation"),
+    ("docs/project/critical-rules.md", "protocol documentation"),
+)  # fmt: skip
+SEED_MEDIUM = _tier(
+    _M, ("src/test/**/*.java", "test files"), ("docs/code-style/**", "style documentation"),
+    ("**/resources/**/*.properties", "configuration"), ("**/*Test.java", "test classes"),
+    ("**/*Tests.java", "test classes"),
+)  # fmt: skip
+SEED_SOURCE = _tier(_H, ("src/**/*.java", "core implementation"))
+SEED_LOW = _tier(
+    _L, ("*.md", "documentation"), ("docs/**/*.md", "general documentation"),
+    ("todo.md", "task tracking"), ("*.txt", "text files"), ("*.log", "text files"),
+    ("**/README*", "readme files"), exclude=_PROTECTED_DOCS,
+)  # fmt: skip
+# Language-neutral defaults so Python, TypeScript, Go… repositories classify sensibly.
+NEUTRAL_HIGH = (
+    *_tier(_H, *((g, "build configuration") for g in agt.BUILD_FILE_GLOBS)),
+    *_tier(_H, *((g, "CI configuration") for g in agt.CI_FILE_GLOBS)),
+    *_tier(_H, *((f"{d}/**", "CI configuration") for d in agt.CI_DIRS if d != ".github")),
+    *_tier(_H, *((g, "style enforcement") for g in agt.STYLE_CONFIG_GLOBS[1:])),
+    *_tier(_H, ("**/auth/**", "authentication components"), ("AGENTS.md", "agent instructions"),
+           ("taskgate.toml", "protocol configuration")),
+)  # fmt: skip
+NEUTRAL_MEDIUM = _tier(
+    _M, ("**/tests/**", "tests"), ("**/test/**", "tests"), ("**/__tests__/**", "tests"),
+    ("**/testdata/**", "test data"), ("test_*.py", "tests"), ("*_test.py", "tests"),
+    ("conftest.py", "test fixtures"), ("*_test.go", "tests"), ("*.test.[cm]js", "tests"),
+    ("*.test.[jt]s", "tests"), ("*.test.[jt]sx", "tests"), ("*.spec.[jt]s", "tests"),
+    ("*.spec.[jt]sx", "tests"),
+)  # fmt: skip
+NEUTRAL_SOURCE = _tier(_H, *((f"**/*{ext}", "source code") for ext in agt.CODE_EXTENSIONS))
+NEUTRAL_LOW = _tier(
+    _L, ("*.rst", "documentation"), ("*.adoc", "documentation"), ("docs/**", "documentation"),
+    ("LICENSE*", "legal"), ("CHANGELOG*", "changelog"), exclude=_PROTECTED_DOCS,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FileRisk:
+    """One file's risk and the pattern that decided it."""
+
+    path: str
+    level: RiskLevel
+    pattern: str | None  # None = unmatched → HIGH (C-37)
+
+
+@dataclass(frozen=True)
+class RiskConfig:
+    """Pattern tiers in R-RSK-06 order (high, medium, source, low) and escalation keywords."""
+
+    high: tuple[RiskPattern, ...] = SEED_HIGH + NEUTRAL_HIGH  # 1. specific HIGH
+    medium: tuple[RiskPattern, ...] = SEED_MEDIUM + NEUTRAL_MEDIUM  # 2. MEDIUM
+    source: tuple[RiskPattern, ...] = SEED_SOURCE + NEUTRAL_SOURCE  # 3. general HIGH
+    low: tuple[RiskPattern, ...] = SEED_LOW + NEUTRAL_LOW  # 4. LOW; 5. no match → HIGH
+    keywords: tuple[str, ...] = ESCALATION_KEYWORDS
+    _matcher: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _keyword_res: tuple[tuple[str, re.Pattern[str]], ...] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        for name, level in (("high", _H), ("medium", _M), ("source", _H), ("low", _L)):
+            for entry in getattr(self, name):
+                if entry.level != level:
+                    raise ValueError(f"{entry.pattern!r} is {entry.level} in the {name} tier")
+        # One alternation for all tiers: the regex engine tries alternatives in order, so the
+        # first group that matches is the first pattern in precedence order — one call per file.
+        alternatives = []
+        for entry in self.patterns:
+            try:
+                exclusions = "".join(f"(?!{_keyed_regex(x)})" for x in entry.exclude)
+                alternatives.append(f"({exclusions}{_keyed_regex(entry.pattern)})")
+            except ValueError as error:
+                raise RiskConfigError(f"risk pattern {entry.pattern!r} {error}") from None
+        matcher = re.compile("|".join(alternatives) or "(?!)", re.DOTALL)
+        object.__setattr__(self, "_matcher", matcher)
+        object.__setattr__(self, "_keyword_res", _keyword_regexes(self.keywords))
+
+    @property
+    def patterns(self) -> tuple[RiskPattern, ...]:
+        """All patterns in precedence order (R-RSK-06)."""
+        return self.high + self.medium + self.source + self.low
+
+    def match(self, path: str) -> RiskPattern | None:
+        """The first pattern in precedence order matching a normalised path."""
+        found = self._matcher.match(f"{path.rsplit('/', 1)[-1]}\x00{path}")
+        return (
+            None if found is None or found.lastindex is None else self.patterns[found.lastindex - 1]
+        )
+
+    def classify_file(self, path: str) -> FileRisk:
+        """One file's risk; unmatched or outside-the-repository paths are HIGH (C-37)."""
+        normal = normalize_path(path)
+        entry = None if normal is None or "\x00" in normal else self.match(normal)
+        if entry is None:
+            return FileRisk(normal or path, RiskLevel.HIGH, None)
+        return FileRisk(normal or path, entry.level, entry.pattern)
+
+    def keyword_hits(self, text: str) -> tuple[str, ...]:
+        """The configured escalation keywords in `text`, whole-word, case-insensitive (C-40)."""
+        return tuple(keyword for keyword, regex in self._keyword_res if regex.search(text))
+
+
+def _normalize_keywords(keywords: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(" ".join(k.lower().split()) for k in keywords if k.strip()))
+
+
+def _keyword_regexes(keywords: Iterable[str]) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    # Whole words (C-40): no word character may touch the keyword, so "api" misses "apiary".
+    return tuple(
+        (kw, re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, kw.split())) + r"(?!\w)", re.I))
+        for kw in _normalize_keywords(keywords)
+    )
+
+
+def escalation_keywords(
+    text: str, keywords: Iterable[str] = ESCALATION_KEYWORDS
+) -> tuple[str, ...]:
+    """Escalation keywords found in `text` as whole words, case-insensitive (R-RSK-10, C-40)."""
+    return tuple(keyword for keyword, regex in _keyword_regexes(keywords) if regex.search(text))
+
+
+DEFAULT_RISK_CONFIG = RiskConfig()
+
+_TIER_KEYS = MappingProxyType({"high": _H, "medium": _M, "source": _H, "low": _L})
+_CONFIG_KEYS = (*_TIER_KEYS, "keywords", "replace_defaults", "replace_default_keywords")
+_HEADER_RE = re.compile(r"\s*\[\[?\s*[A-Za-z0-9_.-]+(?:\s*\.\s*[A-Za-z0-9_-]+)*\s*\]\]?\s*(#.*)?")
+
+
+def _find_line(source_text: str, key: str, value: object = None) -> int | None:
+    """The 1-based line of `value` (else of `key =`), in the [risk] table first, then anywhere."""
+    lines = source_text.splitlines()
+    in_risk, risk_lines = False, []
+    for number, line in enumerate(lines):
+        if _HEADER_RE.fullmatch(line):
+            in_risk = re.fullmatch(r"\s*\[\s*risk\s*\]\s*(#.*)?", line) is not None
+        elif in_risk:
+            risk_lines.append(number)
+    needles: list[str] = []
+    if isinstance(value, str):
+        basic = value.replace("\\", "\\\\").replace('"', '\\"').replace("\x00", "\\u0000")
+        needles = [f'"{basic}"', f"'{value}'"]
+    key_re = re.compile(rf"\s*(?:risk\s*\.\s*)?{re.escape(key)}\s*=")
+    for window in (risk_lines, list(range(len(lines)))):
+        key_line = next((n for n in window if key_re.match(lines[n])), None)
+        if key_line is None:
+            continue
+        # The value is searched from its key on, so the same string under another key loses.
+        for number in [n for n in window if n >= key_line] if needles else []:
+            if any(needle in lines[number] for needle in needles):
+                return number + 1
+        return key_line + 1
+    return None
+
+
+def _config_error(source_text: str, key: str, value: object, message: str) -> RiskConfigError:
+    line = _find_line(source_text, key, value)
+    where = f"taskgate.toml line {line}" if line else "taskgate.toml"
+    return RiskConfigError(f"{where}: [risk] {message}", line)
+
+
+def _string_list(table: Mapping[str, object], key: str, source_text: str) -> list[str]:
+    value = table.get(key, [])
+    if not isinstance(value, list | tuple):
+        raise _config_error(
+            source_text, key, None, f"{key} must be a list of strings, got {type(value).__name__}"
+        )
+    for index, item in enumerate(value, 1):
+        if not isinstance(item, str):
+            raise _config_error(
+                source_text, key, item,
+                f"{key}: entry {index} must be a string, got {type(item).__name__}",
+            )  # fmt: skip
+    return list(value)
+
+
+def _flag(table: Mapping[str, object], key: str, source_text: str) -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise _config_error(source_text, key, None, f"{key} must be true or false")
+    return value
+
+
+def parse_risk_config(table: Mapping[str, object], source_text: str = "") -> RiskConfig:
+    """Build a RiskConfig from taskgate.toml's [risk] table; user patterns go first in a tier."""
+    if not isinstance(table, Mapping):
+        raise RiskConfigError("taskgate.toml: [risk] must be a table")
+    for key in table:
+        if key not in _CONFIG_KEYS:
+            raise _config_error(
+                source_text, str(key), None,
+                f"unknown key {key!r}; valid keys: {', '.join(_CONFIG_KEYS)}",
+            )  # fmt: skip
+    replace = _flag(table, "replace_defaults", source_text)
+    tiers: dict[str, tuple[RiskPattern, ...]] = {}
+    for key, level in _TIER_KEYS.items():
+        entries = []
+        for pattern in _string_list(table, key, source_text):
+            problem = pattern_problem(pattern)
+            if problem:
+                raise _config_error(source_text, key, pattern, f"{key}: {pattern!r} {problem}")
+            entries.append(RiskPattern(normalize_pattern(pattern), level, f"taskgate.toml {key}"))
+        defaults: tuple[RiskPattern, ...] = () if replace else getattr(DEFAULT_RISK_CONFIG, key)
+        tiers[key] = tuple(entries) + defaults
+    keywords = _string_list(table, "keywords", source_text)
+    for keyword in keywords:
+        if not re.search(r"\w", keyword):
+            raise _config_error(
+                source_text, "keywords", keyword, f"keywords: {keyword!r} has no word characters"
+            )
+    if not _flag(table, "replace_default_keywords", source_text):
+        keywords = [*keywords, *ESCALATION_KEYWORDS]
+    return RiskConfig(**tiers, keywords=_normalize_keywords(keywords))
+
+
+# ---------------------------------------------------------------------------------------------
+# Classification.
+
+
+def detect_change_type(files: Sequence[FileRisk]) -> ChangeType:
+    """documentation_only / config_only / code from classified files (R-WFV-09, C-39)."""
+    for candidate in (ChangeType.DOCUMENTATION_ONLY, ChangeType.CONFIG_ONLY):
+        if files and not any(_skip_problems(files, candidate)):
+            return candidate
+    return ChangeType.CODE
+
+
+def _skip_problems(files: Sequence[FileRisk], claimed: ChangeType) -> list[str]:
+    problems = []
+    for f in files:
+        if f.level == RiskLevel.HIGH:  # C-39: the skip list applies only to LOW/MEDIUM files
+            problems.append(f"{f.path} is HIGH risk")
+        elif (problem := agt.skip_problem(f.path, claimed)) is not None:
+            problems.append(problem)
+    return problems
+
+
+def check_change_type_claim(claimed: ChangeType, files: Sequence[FileRisk]) -> list[Violation]:
+    """Reject a documentation_only/config_only claim that a file contradicts (R-WFV-07/09)."""
+    if claimed == ChangeType.CODE:
+        return []
+    problems = _skip_problems(files, claimed) if files else ["no files are declared"]
+    return [
+        Violation("R-WFV-09", f"change type {claimed} does not hold: {problem}", "use code")
+        for problem in problems
+    ]
+
+
+_SOURCE_ROOTS = frozenset({"src", "lib", "libs", "pkg", "packages", "modules", "apps", "crates"})
+
+
+def _module_of(path: str) -> str:
+    """Top-level source module: first directory, or the first two under a source root."""
+    segments = path.split("/")
+    if len(segments) == 1:
+        return "."
+    if segments[0] in _SOURCE_ROOTS and len(segments) > 2:
+        return "/".join(segments[:2])
+    return segments[0]
+
+
+def content_signals(files: Sequence[FileRisk]) -> tuple[str, ...]:
+    """Content-analysis triggers from the file set (R-RSK-09: cross-module, security)."""
+    inside = [f.path for f in files if normalize_path(f.path) == f.path]
+    sources = [p for p in inside if agt.file_kind(p) == "code" and not agt.is_test_path(p)]
+    signals = []
+    if len({_module_of(p) for p in sources}) >= 2:
+        signals.append("content:cross-module")
+    if any(agt.is_security_path(p) for p in inside):
+        signals.append("content:security")
+    return tuple(signals)
+
+
+def _escalate(level: RiskLevel) -> RiskLevel:
+    return RiskLevel.HIGH if level != RiskLevel.LOW else RiskLevel.MEDIUM
+
+
+@dataclass(frozen=True)
+class Classification:
+    """A risk classification and its reasoning, as logged (R-RSK-13, R-RSK-14)."""
+
+    risk_level: RiskLevel
+    method: str
+    triggers: tuple[str, ...]
+    files: tuple[FileRisk, ...]
+    change_type: ChangeType
+    variant: str
+    path: tuple[State, ...]
+    agents: tuple[str, ...]
+    agent_reasons: Mapping[str, str] = field(hash=False)
+    computed_level: RiskLevel | None = None  # from patterns and triggers, before any override
+    traits: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        """Stable JSON shape for the audit trail and `--json` output."""
+        return {
+            "risk_level": str(self.risk_level),
+            "method": self.method,
+            "triggers": list(self.triggers),
+            "files": [
+                {"path": f.path, "level": str(f.level), "pattern": f.pattern} for f in self.files
+            ],
+            "change_type": str(self.change_type),
+            "variant": self.variant,
+            "path": [str(s) for s in self.path],
+            "agents": list(self.agents),
+            "agent_reasons": dict(self.agent_reasons),
+            "computed_level": None if self.computed_level is None else str(self.computed_level),
+            "traits": list(self.traits),
+        }
+
+    def explain(self) -> list[str]:
+        """Human lines: per file the deciding pattern, the risk reasoning, per agent why."""
+        width = max((len(f.path) for f in self.files), default=0)
+        lines = [
+            f"{f.path:<{width}}  {f.level}  "
+            + (f"(pattern {f.pattern})" if f.pattern else "(no pattern matched → HIGH, C-37)")
+            for f in self.files
+        ] or ["no files declared → HIGH (default to HIGH if uncertain, R-RSK-08, C-37)"]
+        base = max((f.level for f in self.files), key=lambda r: r.rank, default=RiskLevel.HIGH)
+        fired = [t for t in self.triggers if not t.startswith("override:")]
+        if fired:
+            lines.append(
+                f"escalation triggers: {', '.join(fired)}; {base} → {self.computed_level} "
+                "(one level at most, R-RSK-09)"
+            )
+        if self.method == METHOD_OVERRIDE:
+            how = ", ".join(t.removeprefix("override:") for t in self.triggers if "override:" in t)
+            lines.append(
+                f"manual override ({how}): {self.computed_level} → {self.risk_level} "
+                "(R-RSK-11/12; a lowered risk is logged, R-WFV-11)"
+            )
+        lines.append(f"risk {self.risk_level} by {self.method}; change type {self.change_type}")
+        lines.append(f"variant {self.variant}: {' → '.join(str(s) for s in self.path)}")
+        width = max((len(a) for a in self.agents), default=0)
+        lines += [f"agent {a:<{width}}  {self.agent_reasons.get(a, '')}" for a in self.agents]
+        return lines
+
+
+def classify(
+    paths: Sequence[str],
+    text: str = "",
+    *,
+    config: RiskConfig = DEFAULT_RISK_CONFIG,
+    risk_override: RiskLevel | str | None = None,
+    force_full_protocol: bool = False,
+) -> Classification:
+    """Risk level, method, triggers, change type, path and agents for a task (R-RSK-01..14)."""
+    # R-RSK-11: an invalid override is an error and produces no classification.
+    override = RiskLevel.parse(str(risk_override)) if risk_override is not None else None
+    seen = dict.fromkeys(normalize_path(p) or p.strip() for p in paths if p.strip())
+    files = tuple(sorted((config.classify_file(p) for p in seen), key=lambda f: f.path))
+    base = max((f.level for f in files), key=lambda r: r.rank, default=RiskLevel.HIGH)  # R-RSK-08
+    triggers = [f"keyword:{k}" for k in config.keyword_hits(text)] + list(content_signals(files))
+    computed = _escalate(base) if triggers else base  # R-RSK-09: one level however many fire
+    method = METHOD_KEYWORD if computed != base else METHOD_PATTERN
+    level = computed
+    if force_full_protocol:  # R-RSK-12; it wins over --risk-level, being the safer of the two
+        level, method = RiskLevel.HIGH, METHOD_OVERRIDE
+        triggers.append("override:force-full-protocol")
+    elif override is not None:
+        level, method = override, METHOD_OVERRIDE
+        triggers.append(f"override:risk-level={override}")
+    change_type = detect_change_type(files)
+    traits = agt.detect_traits([f.path for f in files], text)
+    agents, reasons = agt.select_agents(level, change_type, traits)  # traits hold the paths'
+    return Classification(
+        risk_level=level,
+        method=method,
+        triggers=tuple(triggers),
+        files=files,
+        change_type=change_type,
+        variant=VARIANTS[level],
+        path=state_path(level, change_type),
+        agents=agents,
+        agent_reasons=MappingProxyType(reasons),
+        computed_level=computed,
+        traits=tuple(sorted(traits)),
+    )

@@ -1,0 +1,181 @@
+"""todo.md: the task list format (DESIGN.md Workspace; R-LCK-12, C-75). Pure parsing.
+
+    ## add-login: Add a login page
+    - Purpose: users cannot sign in yet
+    - Scope: the login form and session handling in src/auth
+    - Components: form, session store, tests
+    - Depends: setup-db, add-users
+    - Files: src/auth/login.py, tests/test_login.py
+    - Risk: HIGH
+
+A task is a level-2 heading `## name: title`. Field lines are `Key: value` with an optional
+leading `- `; keys are case-insensitive. Other lines are free description. Text outside tasks
+is never touched when taskgate edits the file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from taskgate.protocol.names import task_name_problem
+from taskgate.protocol.states import RiskLevel
+
+FIELDS = ("purpose", "scope", "components", "depends", "files", "risk")
+FEASIBILITY_FIELDS = ("purpose", "scope", "components")  # R-LCK-12
+
+_TASK_HEADING = re.compile(r"^##[ \t]+(\S+?):(?:[ \t]+(.*))?$")
+_ANY_HEADING = re.compile(r"^(#{1,2})[ \t]")
+_FIELD = re.compile(r"^(?:[-*][ \t]+)?([A-Za-z]+)[ \t]*:[ \t]*(.*)$")
+_SPLIT = re.compile(r"[,\s]+")
+
+
+class TodoError(ValueError):
+    """todo.md does not parse; the message names the line."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"todo.md line {line}: {message}")
+        self.line = line
+
+
+@dataclass(frozen=True)
+class TodoTask:
+    """One task entry of todo.md."""
+
+    name: str
+    title: str
+    line: int  # 1-based line of the heading
+    end_line: int  # 1-based last line of the entry (inclusive)
+    purpose: str = ""
+    scope: str = ""
+    components: str = ""
+    depends: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    risk: RiskLevel | None = None
+    description: str = ""
+
+    @property
+    def missing_fields(self) -> tuple[str, ...]:
+        """Feasibility fields (Purpose, Scope, Components) that are empty (R-LCK-12)."""
+        return tuple(k.capitalize() for k in FEASIBILITY_FIELDS if not getattr(self, k).strip())
+
+    def text(self) -> str:
+        """Title and fields as one text, the input for escalation keywords (R-RSK-09)."""
+        return "\n".join(
+            part
+            for part in (self.title, self.purpose, self.scope, self.components, self.description)
+            if part
+        )
+
+
+@dataclass(frozen=True)
+class TodoList:
+    """A parsed todo.md: the tasks in file order."""
+
+    tasks: tuple[TodoTask, ...] = field(default_factory=tuple)
+
+    def get(self, name: str) -> TodoTask | None:
+        """The task called `name`, or None."""
+        return next((t for t in self.tasks if t.name == name), None)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Task names in file order."""
+        return tuple(t.name for t in self.tasks)
+
+
+def parse_todo(text: str) -> TodoList:
+    """Parse todo.md strictly: malformed tasks raise TodoError naming the line."""
+    lines = text.splitlines()
+    starts: list[int] = []
+    for index, line in enumerate(lines):
+        if _TASK_HEADING.match(line):
+            starts.append(index)
+    tasks: list[TodoTask] = []
+    seen: dict[str, int] = {}
+    for start in starts:
+        end = start + 1
+        while end < len(lines) and not _ANY_HEADING.match(lines[end]):
+            end += 1
+        task = _parse_entry(lines, start, end)
+        if task.name in seen:
+            raise TodoError(
+                task.line, f"task '{task.name}' is already defined at line {seen[task.name]}"
+            )
+        seen[task.name] = task.line
+        tasks.append(task)
+    for task in tasks:
+        for dep in task.depends:
+            if dep == task.name:
+                raise TodoError(task.line, f"task '{task.name}' depends on itself")
+    return TodoList(tuple(tasks))
+
+
+def _parse_entry(lines: list[str], start: int, end: int) -> TodoTask:
+    heading = _TASK_HEADING.match(lines[start])
+    assert heading is not None
+    name, title = heading.group(1), (heading.group(2) or "").strip()
+    problem = task_name_problem(name)
+    if problem:
+        raise TodoError(start + 1, problem)
+    if not title:
+        raise TodoError(start + 1, f"task '{name}' has no title after ':'")
+    values: dict[str, str] = {}
+    value_lines: dict[str, int] = {}
+    description: list[str] = []
+    for index in range(start + 1, end):
+        match = _FIELD.match(lines[index].strip())
+        key = match.group(1).lower() if match else ""
+        if match and key in FIELDS:
+            if key in values:
+                raise TodoError(
+                    index + 1,
+                    f"field '{match.group(1)}' repeated (first at line {value_lines[key]})",
+                )
+            values[key] = match.group(2).strip()
+            value_lines[key] = index + 1
+        elif lines[index].strip():
+            description.append(lines[index].strip())
+    last = end
+    while last > start + 1 and not lines[last - 1].strip():
+        last -= 1
+    depends = _names(values.get("depends", ""), value_lines.get("depends", 0))
+    risk: RiskLevel | None = None
+    if values.get("risk"):
+        try:
+            risk = RiskLevel.parse(values["risk"])
+        except ValueError as exc:
+            raise TodoError(value_lines["risk"], str(exc)) from None
+    files = tuple(p for p in (s.strip() for s in values.get("files", "").split(",")) if p)
+    return TodoTask(
+        name=name,
+        title=title,
+        line=start + 1,
+        end_line=last,
+        purpose=values.get("purpose", ""),
+        scope=values.get("scope", ""),
+        components=values.get("components", ""),
+        depends=depends,
+        files=files,
+        risk=risk,
+        description="\n".join(description),
+    )
+
+
+def _names(text: str, line: int) -> tuple[str, ...]:
+    names = tuple(n for n in _SPLIT.split(text.strip()) if n and n.lower() != "none")
+    for name in names:
+        problem = task_name_problem(name)
+        if problem:
+            raise TodoError(line, f"Depends: {problem}")
+    return names
+
+
+def remove_task(text: str, task: TodoTask) -> str:
+    """todo.md without `task`'s entry, everything else byte-identical (R-CMP-03)."""
+    lines = text.splitlines(keepends=True)
+    end = task.end_line
+    # Swallow the blank lines that separated this entry from the next one.
+    while end < len(lines) and not lines[end].strip():
+        end += 1
+    return "".join(lines[: task.line - 1] + lines[end:])

@@ -1,0 +1,157 @@
+"""The Store interface. Engines see only this; SQLite today, PostgreSQL later."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+from taskgate.store.records import (
+    JSON,
+    AgentRow,
+    ApprovalRow,
+    EventRow,
+    PresentationRow,
+    TaskRow,
+    TaskSnapshot,
+    TransitionRow,
+    ValidationRow,
+    VerdictRow,
+)
+
+
+class Conflict(Exception):
+    """A compare-and-swap failed: someone else changed the row (STYLE.md 6)."""
+
+
+class StoreCorrupt(Exception):
+    """The store cannot be opened or holds rows that do not parse."""
+
+
+class Tx(ABC):
+    """One transaction: every protocol step's writes commit together or not at all."""
+
+    @abstractmethod
+    def task(self, name: str) -> TaskRow | None:
+        """The task row, or None."""
+
+    @abstractmethod
+    def tasks(self) -> list[TaskRow]:
+        """All task rows, by name."""
+
+    @abstractmethod
+    def insert_task(self, row: TaskRow) -> bool:
+        """Create the task row; False if it already exists (exclusive create, R-LCK-01)."""
+
+    @abstractmethod
+    def update_task(self, name: str, expected_seq: int, **changes: Any) -> TaskRow:
+        """Compare-and-swap on seq: apply changes, bump seq; Conflict if seq moved."""
+
+    @abstractmethod
+    def transitions(self, name: str) -> list[TransitionRow]:
+        """transition_log rows in order."""
+
+    @abstractmethod
+    def add_transition(self, row: TransitionRow) -> None:
+        """Append to transition_log."""
+
+    @abstractmethod
+    def agents(self, name: str) -> list[AgentRow]:
+        """Agent rows in insertion order."""
+
+    @abstractmethod
+    def put_agent(self, row: AgentRow) -> None:
+        """Insert or replace an agent row."""
+
+    @abstractmethod
+    def verdicts(self, name: str) -> list[VerdictRow]:
+        """Review decisions in order."""
+
+    @abstractmethod
+    def put_verdict(self, row: VerdictRow) -> None:
+        """Insert or replace the decision of an agent for a round."""
+
+    @abstractmethod
+    def presentations(self, name: str) -> list[PresentationRow]:
+        """Checkpoint presentations in order."""
+
+    @abstractmethod
+    def add_presentation(self, row: PresentationRow) -> None:
+        """Record a presentation."""
+
+    @abstractmethod
+    def approvals(self, name: str) -> list[ApprovalRow]:
+        """Approvals in order (revoked ones included)."""
+
+    @abstractmethod
+    def add_approval(self, row: ApprovalRow) -> None:
+        """Record an approval."""
+
+    @abstractmethod
+    def revoke_approvals(self, name: str, kind: str, at: str, reason: str) -> int:
+        """Revoke every active approval of `kind`; returns how many."""
+
+    @abstractmethod
+    def validations(self, name: str) -> list[ValidationRow]:
+        """Build verifications in order."""
+
+    @abstractmethod
+    def add_validation(self, row: ValidationRow) -> None:
+        """Record a build verification."""
+
+    @abstractmethod
+    def events(self, name: str) -> list[EventRow]:
+        """The task's audit events in order."""
+
+    @abstractmethod
+    def append_event(self, name: str, kind: str, payload: JSON, at: str) -> EventRow:
+        """Append a hash-chained audit event."""
+
+    @abstractmethod
+    def active_task_of(self, session_id: str) -> TaskRow | None:
+        """The one unreleased task this session holds (R-LCK-19, R-LCK-20)."""
+
+    def snapshot(self, name: str) -> TaskSnapshot | None:
+        """Everything about one task, consistent within this transaction."""
+        row = self.task(name)
+        if row is None:
+            return None
+        return TaskSnapshot(
+            task=row,
+            transitions=tuple(self.transitions(name)),
+            agents=tuple(self.agents(name)),
+            verdicts=tuple(self.verdicts(name)),
+            presentations=tuple(self.presentations(name)),
+            approvals=tuple(self.approvals(name)),
+            validations=tuple(self.validations(name)),
+            events=tuple(self.events(name)),
+        )
+
+
+class Store(ABC):
+    """Opens transactions on the durable store."""
+
+    @abstractmethod
+    def read(self) -> AbstractContextManager[Tx]:
+        """A read-only transaction (consistent snapshot)."""
+
+    @abstractmethod
+    def write(self) -> AbstractContextManager[Tx]:
+        """A write transaction: exclusive, committed on success, rolled back on error."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection."""
+
+    @abstractmethod
+    def schema_version(self) -> int:
+        """The applied schema version."""
+
+    def iter_snapshots(self) -> Iterator[TaskSnapshot]:
+        """Snapshots of every task (one read transaction)."""
+        with self.read() as tx:
+            for row in tx.tasks():
+                snap = tx.snapshot(row.name)
+                if snap is not None:
+                    yield snap

@@ -1,0 +1,527 @@
+"""SQLite store: WAL, one IMMEDIATE transaction per protocol step, named migrations.
+
+The SQL stays portable (no SQLite-only functions in queries) so that a PostgreSQL store can
+implement the same Tx with the same statements and `%s` placeholders.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from taskgate.store.base import Conflict, Store, StoreCorrupt, Tx
+from taskgate.store.records import (
+    GENESIS_HASH,
+    JSON,
+    AgentRow,
+    ApprovalRow,
+    EventRow,
+    PresentationRow,
+    TaskRow,
+    TransitionRow,
+    ValidationRow,
+    VerdictRow,
+    event_hash,
+)
+
+MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "0001_initial",
+        """
+        CREATE TABLE tasks (
+            name TEXT PRIMARY KEY,
+            state TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            host TEXT NOT NULL,
+            fence INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            owner_pid INTEGER,
+            owner_started TEXT,
+            risk_level TEXT,
+            change_type TEXT,
+            required_agents TEXT NOT NULL,
+            classification TEXT NOT NULL,
+            checkpoint TEXT,
+            lock_released_at TEXT,
+            cleanup_timestamp TEXT,
+            pending TEXT,
+            base_branch TEXT NOT NULL,
+            base_sha TEXT NOT NULL,
+            extra TEXT NOT NULL
+        );
+        -- R-LCK-19: a session holds at most one unreleased task lock.
+        CREATE UNIQUE INDEX one_lock_per_session ON tasks (session_id)
+            WHERE lock_released_at IS NULL;
+        CREATE TABLE transitions (
+            task TEXT NOT NULL REFERENCES tasks (name),
+            idx INTEGER NOT NULL,
+            source TEXT NOT NULL,
+            target TEXT NOT NULL,
+            at TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            evidence TEXT NOT NULL,
+            PRIMARY KEY (task, idx)
+        );
+        CREATE TABLE agents (
+            task TEXT NOT NULL REFERENCES tasks (name),
+            agent TEXT NOT NULL,
+            ord INTEGER NOT NULL,
+            status TEXT,
+            phase TEXT,
+            updated_at TEXT,
+            message TEXT NOT NULL,
+            work_remaining INTEGER NOT NULL,
+            retry_count INTEGER NOT NULL,
+            initial INTEGER NOT NULL,
+            added_at_state TEXT,
+            added_at TEXT,
+            justification TEXT NOT NULL,
+            invoked_at TEXT,
+            PRIMARY KEY (task, agent)
+        );
+        CREATE TABLE verdicts (
+            task TEXT NOT NULL REFERENCES tasks (name),
+            agent TEXT NOT NULL,
+            round INTEGER NOT NULL,
+            head_sha TEXT NOT NULL,
+            decision TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            at TEXT NOT NULL,
+            PRIMARY KEY (task, agent, round)
+        );
+        CREATE TABLE presentations (
+            id INTEGER PRIMARY KEY,
+            task TEXT NOT NULL REFERENCES tasks (name),
+            kind TEXT NOT NULL,
+            bound_to TEXT NOT NULL,
+            at TEXT NOT NULL
+        );
+        CREATE TABLE approvals (
+            id INTEGER PRIMARY KEY,
+            task TEXT NOT NULL REFERENCES tasks (name),
+            kind TEXT NOT NULL,
+            bound_to TEXT NOT NULL,
+            presented_at TEXT NOT NULL,
+            approved_at TEXT NOT NULL,
+            provenance TEXT NOT NULL,
+            message_hash TEXT NOT NULL,
+            revoked_at TEXT,
+            revoke_reason TEXT NOT NULL
+        );
+        CREATE TABLE validations (
+            id INTEGER PRIMARY KEY,
+            task TEXT NOT NULL REFERENCES tasks (name),
+            head_sha TEXT NOT NULL,
+            command TEXT NOT NULL,
+            exit_code INTEGER NOT NULL,
+            success INTEGER NOT NULL,
+            at TEXT NOT NULL,
+            output_tail TEXT NOT NULL,
+            failure_class TEXT NOT NULL,
+            tests TEXT NOT NULL
+        );
+        CREATE TABLE events (
+            seq INTEGER PRIMARY KEY,
+            task TEXT NOT NULL,
+            at TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            prev_hash TEXT NOT NULL,
+            hash TEXT NOT NULL
+        );
+        CREATE INDEX events_by_task ON events (task, seq);
+        """,
+    ),
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_TASK_COLUMNS = tuple(f.name for f in dataclasses.fields(TaskRow))
+_JSON_TASK_FIELDS = {"required_agents", "classification", "checkpoint", "pending", "extra"}
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _load(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class SqliteTx(Tx):
+    """A transaction on one SQLite connection."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._c = conn
+
+    # -- tasks -------------------------------------------------------------------------------
+
+    def _task_from(self, r: sqlite3.Row) -> TaskRow:
+        try:
+            return TaskRow(
+                name=r["name"],
+                state=r["state"],
+                session_id=r["session_id"],
+                host=r["host"],
+                fence=int(r["fence"]),
+                created_at=r["created_at"],
+                updated_at=r["updated_at"],
+                seq=int(r["seq"]),
+                owner_pid=r["owner_pid"],
+                owner_started=r["owner_started"],
+                risk_level=r["risk_level"],
+                change_type=r["change_type"],
+                required_agents=tuple(_load(r["required_agents"])),
+                classification=_load(r["classification"]),
+                checkpoint=_load(r["checkpoint"]),
+                lock_released_at=r["lock_released_at"],
+                cleanup_timestamp=r["cleanup_timestamp"],
+                pending=_load(r["pending"]),
+                base_branch=r["base_branch"],
+                base_sha=r["base_sha"],
+                extra=_load(r["extra"]),
+            )
+        except (ValueError, TypeError) as exc:
+            raise StoreCorrupt(f"task row {r['name']!r} does not parse: {exc}") from exc
+
+    def task(self, name: str) -> TaskRow | None:
+        row = self._c.execute("SELECT * FROM tasks WHERE name = ?", (name,)).fetchone()
+        return None if row is None else self._task_from(row)
+
+    def tasks(self) -> list[TaskRow]:
+        return [self._task_from(r) for r in self._c.execute("SELECT * FROM tasks ORDER BY name")]
+
+    def insert_task(self, row: TaskRow) -> bool:
+        values = [
+            _dump(getattr(row, c)) if c in _JSON_TASK_FIELDS else getattr(row, c)
+            for c in _TASK_COLUMNS
+        ]
+        values[_TASK_COLUMNS.index("required_agents")] = _dump(list(row.required_agents))
+        try:
+            self._c.execute(
+                f"INSERT INTO tasks ({', '.join(_TASK_COLUMNS)}) "
+                f"VALUES ({', '.join('?' for _ in _TASK_COLUMNS)})",
+                values,
+            )
+        except sqlite3.IntegrityError as exc:
+            if "one_lock_per_session" in str(exc) or "session_id" in str(exc):
+                raise Conflict("session already holds an unreleased task lock") from exc
+            return False
+        return True
+
+    def update_task(self, name: str, expected_seq: int, **changes: Any) -> TaskRow:
+        unknown = set(changes) - set(_TASK_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown task fields: {sorted(unknown)}")
+        columns = [c for c in changes if c not in ("name", "seq")]
+        values: list[Any] = []
+        for c in columns:
+            value = changes[c]
+            if c == "required_agents":
+                value = _dump(list(value))
+            elif c in _JSON_TASK_FIELDS:
+                value = _dump(value)
+            values.append(value)
+        assignments = ", ".join([*(f"{c} = ?" for c in columns), "seq = seq + 1"])
+        try:
+            cur = self._c.execute(
+                f"UPDATE tasks SET {assignments} WHERE name = ? AND seq = ?",
+                [*values, name, expected_seq],
+            )
+        except sqlite3.IntegrityError as exc:
+            raise Conflict(str(exc)) from exc
+        if cur.rowcount != 1:
+            raise Conflict(f"task {name!r} changed concurrently (expected seq {expected_seq})")
+        updated = self.task(name)
+        assert updated is not None
+        return updated
+
+    def active_task_of(self, session_id: str) -> TaskRow | None:
+        row = self._c.execute(
+            "SELECT * FROM tasks WHERE session_id = ? AND lock_released_at IS NULL",
+            (session_id,),
+        ).fetchone()
+        return None if row is None else self._task_from(row)
+
+    # -- transition log ----------------------------------------------------------------------
+
+    def transitions(self, name: str) -> list[TransitionRow]:
+        rows = self._c.execute("SELECT * FROM transitions WHERE task = ? ORDER BY idx", (name,))
+        return [
+            TransitionRow(
+                r["task"], r["idx"], r["source"], r["target"], r["at"], r["reason"],
+                _load(r["evidence"]),
+            )
+            for r in rows
+        ]  # fmt: skip
+
+    def add_transition(self, row: TransitionRow) -> None:
+        self._c.execute(
+            "INSERT INTO transitions (task, idx, source, target, at, reason, evidence) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (row.task, row.index, row.source, row.target, row.at, row.reason, _dump(row.evidence)),
+        )
+
+    # -- agents and verdicts -----------------------------------------------------------------
+
+    def agents(self, name: str) -> list[AgentRow]:
+        rows = self._c.execute("SELECT * FROM agents WHERE task = ? ORDER BY ord", (name,))
+        return [
+            AgentRow(
+                task=r["task"],
+                agent=r["agent"],
+                status=r["status"],
+                phase=r["phase"],
+                updated_at=r["updated_at"],
+                message=r["message"],
+                work_remaining=bool(r["work_remaining"]),
+                retry_count=int(r["retry_count"]),
+                initial=bool(r["initial"]),
+                added_at_state=r["added_at_state"],
+                added_at=r["added_at"],
+                justification=r["justification"],
+                invoked_at=r["invoked_at"],
+            )
+            for r in rows
+        ]
+
+    def put_agent(self, row: AgentRow) -> None:
+        existing = self._c.execute(
+            "SELECT ord FROM agents WHERE task = ? AND agent = ?", (row.task, row.agent)
+        ).fetchone()
+        if existing is None:
+            count = self._c.execute(
+                "SELECT COUNT(*) FROM agents WHERE task = ?", (row.task,)
+            ).fetchone()[0]
+            order = int(count)
+        else:
+            order = int(existing[0])
+        self._c.execute("DELETE FROM agents WHERE task = ? AND agent = ?", (row.task, row.agent))
+        self._c.execute(
+            "INSERT INTO agents (task, agent, ord, status, phase, updated_at, message, "
+            "work_remaining, retry_count, initial, added_at_state, added_at, justification, "
+            "invoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row.task, row.agent, order, row.status, row.phase, row.updated_at, row.message,
+                int(row.work_remaining), row.retry_count, int(row.initial), row.added_at_state,
+                row.added_at, row.justification, row.invoked_at,
+            ),
+        )  # fmt: skip
+
+    def verdicts(self, name: str) -> list[VerdictRow]:
+        rows = self._c.execute(
+            "SELECT * FROM verdicts WHERE task = ? ORDER BY round, agent", (name,)
+        )
+        return [
+            VerdictRow(r["task"], r["agent"], r["round"], r["head_sha"], r["decision"],
+                       r["reason"], r["at"])
+            for r in rows
+        ]  # fmt: skip
+
+    def put_verdict(self, row: VerdictRow) -> None:
+        self._c.execute(
+            "DELETE FROM verdicts WHERE task = ? AND agent = ? AND round = ?",
+            (row.task, row.agent, row.round),
+        )
+        self._c.execute(
+            "INSERT INTO verdicts (task, agent, round, head_sha, decision, reason, at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (row.task, row.agent, row.round, row.head_sha, row.decision, row.reason, row.at),
+        )
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def presentations(self, name: str) -> list[PresentationRow]:
+        rows = self._c.execute("SELECT * FROM presentations WHERE task = ? ORDER BY id", (name,))
+        return [
+            PresentationRow(r["task"], r["kind"], r["bound_to"], r["at"], r["id"]) for r in rows
+        ]
+
+    def add_presentation(self, row: PresentationRow) -> None:
+        self._c.execute(
+            "INSERT INTO presentations (task, kind, bound_to, at) VALUES (?, ?, ?, ?)",
+            (row.task, row.kind, row.bound_to, row.at),
+        )
+
+    def approvals(self, name: str) -> list[ApprovalRow]:
+        rows = self._c.execute("SELECT * FROM approvals WHERE task = ? ORDER BY id", (name,))
+        return [
+            ApprovalRow(
+                task=r["task"],
+                kind=r["kind"],
+                bound_to=r["bound_to"],
+                presented_at=r["presented_at"],
+                approved_at=r["approved_at"],
+                provenance=r["provenance"],
+                message_hash=r["message_hash"],
+                revoked_at=r["revoked_at"],
+                revoke_reason=r["revoke_reason"],
+                id=r["id"],
+            )
+            for r in rows
+        ]
+
+    def add_approval(self, row: ApprovalRow) -> None:
+        self._c.execute(
+            "INSERT INTO approvals (task, kind, bound_to, presented_at, approved_at, provenance, "
+            "message_hash, revoked_at, revoke_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row.task, row.kind, row.bound_to, row.presented_at, row.approved_at,
+                row.provenance, row.message_hash, row.revoked_at, row.revoke_reason,
+            ),
+        )  # fmt: skip
+
+    def revoke_approvals(self, name: str, kind: str, at: str, reason: str) -> int:
+        cur = self._c.execute(
+            "UPDATE approvals SET revoked_at = ?, revoke_reason = ? "
+            "WHERE task = ? AND kind = ? AND revoked_at IS NULL",
+            (at, reason, name, kind),
+        )
+        return int(cur.rowcount)
+
+    # -- validations and events --------------------------------------------------------------
+
+    def validations(self, name: str) -> list[ValidationRow]:
+        rows = self._c.execute("SELECT * FROM validations WHERE task = ? ORDER BY id", (name,))
+        return [
+            ValidationRow(
+                task=r["task"],
+                head_sha=r["head_sha"],
+                command=r["command"],
+                exit_code=r["exit_code"],
+                success=bool(r["success"]),
+                at=r["at"],
+                output_tail=r["output_tail"],
+                failure_class=r["failure_class"],
+                tests=_load(r["tests"]),
+                id=r["id"],
+            )
+            for r in rows
+        ]
+
+    def add_validation(self, row: ValidationRow) -> None:
+        self._c.execute(
+            "INSERT INTO validations (task, head_sha, command, exit_code, success, at, "
+            "output_tail, failure_class, tests) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row.task, row.head_sha, row.command, row.exit_code, int(row.success), row.at,
+                row.output_tail, row.failure_class, _dump(row.tests),
+            ),
+        )  # fmt: skip
+
+    def events(self, name: str) -> list[EventRow]:
+        rows = self._c.execute("SELECT * FROM events WHERE task = ? ORDER BY seq", (name,))
+        result = []
+        for r in rows:
+            try:
+                payload = _load(r["payload"])
+            except ValueError:
+                payload = {"_unparseable": r["payload"]}
+            result.append(
+                EventRow(r["task"], r["at"], r["kind"], payload, r["prev_hash"], r["hash"],
+                         r["seq"])
+            )  # fmt: skip
+        return result
+
+    def append_event(self, name: str, kind: str, payload: JSON, at: str) -> EventRow:
+        last = self._c.execute(
+            "SELECT hash FROM events WHERE task = ? ORDER BY seq DESC LIMIT 1", (name,)
+        ).fetchone()
+        prev = last[0] if last else GENESIS_HASH
+        digest = event_hash(prev, name, at, kind, payload)
+        cur = self._c.execute(
+            "INSERT INTO events (task, at, kind, payload, prev_hash, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (name, at, kind, _dump(payload), prev, digest),
+        )
+        return EventRow(name, at, kind, payload, prev, digest, int(cur.lastrowid or 0))
+
+
+class SqliteStore(Store):
+    """The embedded default store at `<state dir>/state.db`."""
+
+    def __init__(self, path: Path, *, timeout: float = 60.0) -> None:
+        self.path = path
+        try:
+            self._conn = sqlite3.connect(
+                path, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreCorrupt(f"cannot open the store {path}: {exc}") from exc
+
+    def _migrate(self) -> None:
+        c = self._conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.execute(
+                "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
+            )
+            applied = {r[0] for r in c.execute("SELECT name FROM migrations")}
+            unknown = applied - {name for name, _ in MIGRATIONS}
+            if unknown:
+                raise StoreCorrupt(
+                    f"the store was written by a newer taskgate (migrations {sorted(unknown)})"
+                )
+            for name, sql in MIGRATIONS:
+                if name in applied:
+                    continue
+                for statement in sql.split(";"):
+                    if statement.strip():
+                        c.execute(statement)
+                c.execute(
+                    "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
+                    (name, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")),
+                )
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    def schema_version(self) -> int:
+        return int(self._conn.execute("SELECT COUNT(*) FROM migrations").fetchone()[0])
+
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
+        self._conn.execute("BEGIN")
+        try:
+            yield SqliteTx(self._conn)
+        except sqlite3.DatabaseError as exc:
+            self._conn.execute("ROLLBACK")
+            raise StoreCorrupt(f"store read failed: {exc}") from exc
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        else:
+            self._conn.execute("COMMIT")
+
+    @contextmanager
+    def write(self) -> Iterator[Tx]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield SqliteTx(self._conn)
+        except sqlite3.DatabaseError as exc:
+            self._conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            raise StoreCorrupt(f"store write failed: {exc}") from exc
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        else:
+            self._conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self._conn.close()

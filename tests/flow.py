@@ -1,0 +1,115 @@
+"""Helpers that drive a task through the protocol with the real CLI (used by several tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import Repo, git
+
+PLAN = """
+## Implementation Plan
+
+### Files to Create
+- src/auth/login.py
+
+### API Design
+`def login(user: str, password: str) -> Session`
+
+### Behavior Specifications
+A wrong password raises AuthError; a right one returns a Session.
+
+### Test Cases
+- test_login_ok, test_login_wrong_password
+
+### Implementation Sequence
+1. quality implements login.py; 2. test writes the tests.
+
+### Decision Log
+- Sessions are in memory for now.
+"""
+
+REPORT = "Requirements report.\n" + "The login form must validate input and hash passwords. " * 3
+
+
+def agents_of(repo: Repo, task: str) -> list[str]:
+    """The task's required agents from `status --json`."""
+    return list(repo.ok("status", task, "--json").json()["required_agents"])
+
+
+def to_classified(repo: Repo, task: str, *extra: str, session: str = "s1") -> None:
+    """start + classify (from the task worktree, R-TRN-09)."""
+    repo.ok("start", task, session=session)
+    repo.ok("classify", task, *extra, session=session, cwd=repo.worktree(task))
+
+
+def to_requirements(repo: Repo, task: str, *extra: str) -> None:
+    """... -> REQUIREMENTS."""
+    to_classified(repo, task, *extra)
+    repo.ok("transition", task, "REQUIREMENTS", cwd=repo.worktree(task))
+
+
+def write_reports(repo: Repo, task: str) -> None:
+    """Every agent writes a valid report and reports COMPLETE."""
+    for agent in agents_of(repo, task):
+        (repo.task_dir(task) / f"{task}-{agent}-requirements.md").write_text(REPORT)
+        repo.ok("agent", "set", task, agent, "COMPLETE")
+
+
+def to_synthesis(repo: Repo, task: str, *extra: str) -> None:
+    """... -> SYNTHESIS with a complete plan in task.md."""
+    to_requirements(repo, task, *extra)
+    write_reports(repo, task)
+    repo.ok("transition", task, "SYNTHESIS", cwd=repo.worktree(task))
+    task_md = repo.task_dir(task) / "task.md"
+    task_md.write_text(task_md.read_text() + PLAN)
+
+
+def approve_plan(repo: Repo, task: str) -> None:
+    """present + approve plan."""
+    repo.ok("present", task)
+    repo.ok("approve", task, "plan")
+
+
+def commit_in(worktree: Path, name: str, text: str, message: str) -> str:
+    """Write a file and commit it in a worktree; returns the new HEAD."""
+    target = worktree / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    git(worktree, "add", name)
+    git(worktree, "commit", "-q", "-m", message)
+    return git(worktree, "rev-parse", "HEAD")
+
+
+def to_implementation(repo: Repo, task: str, *extra: str) -> None:
+    """... -> IMPLEMENTATION."""
+    to_synthesis(repo, task, *extra)
+    approve_plan(repo, task)
+    repo.ok("transition", task, "IMPLEMENTATION")
+
+
+def to_validation(repo: Repo, task: str, *extra: str) -> None:
+    """... -> VALIDATION with a commit on the task branch."""
+    to_implementation(repo, task, *extra)
+    commit_in(repo.worktree(task), "src/auth/login.py", "def login():\n    pass\n",
+              "[agent:quality] login")  # fmt: skip
+    for agent in agents_of(repo, task):
+        repo.ok("agent", "set", task, agent, "COMPLETE", "--done")
+    repo.ok("transition", task, "VALIDATION")
+
+
+def to_review(repo: Repo, task: str) -> None:
+    """... -> REVIEW after a passing validation."""
+    to_validation(repo, task)
+    repo.ok("validate", task)
+    repo.ok("transition", task, "REVIEW")
+
+
+def to_awaiting(repo: Repo, task: str) -> None:
+    """... -> AWAITING_USER_APPROVAL after unanimous approval."""
+    to_review(repo, task)
+    for agent in agents_of(repo, task):
+        repo.ok("agent", "verdict", task, agent, "APPROVED")
+    repo.ok("transition", task, "AWAITING_USER_APPROVAL")
+
+
+PASSING_BUILD = '[validation]\ncommands = ["python3 -c \\"print(1)\\""]\n'
