@@ -38,7 +38,7 @@ def test_R_LCK_01_twenty_four_processes_race_for_one_task(tmp_path: Path) -> Non
     assert codes.count(0) == 1, results
     assert codes.count(3) == 23, results  # everyone else: owned by another session
     status = repo.ok("status", "add-login", "--json").json()
-    winner = [i for i, (code, _, _) in enumerate(results) if code == 0][0]
+    winner = next(i for i, (code, _, _) in enumerate(results) if code == 0)
     assert status["session_id"] == f"s{winner}"
     assert git(repo.path, "worktree", "list", "--porcelain").count("worktree ") == 2
 

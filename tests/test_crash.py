@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import os
 import random
@@ -14,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import Repo, make_repo
 from flow import to_requirements
-
 from taskgate.cli.main import main
 
 
@@ -42,7 +43,7 @@ def check_invariants(repo: Repo, task: str, *, in_process: bool = False) -> str:
         db.close()
     if log:
         assert log[0][0] == "INIT"
-        for (_, to), (frm, _) in zip(log, log[1:], strict=False):
+        for (_, to), (frm, _) in itertools.pairwise(log):
             assert to == frm  # R-TRN-05
         assert log[-1][1] == state
     else:
@@ -54,9 +55,7 @@ def check_invariants(repo: Repo, task: str, *, in_process: bool = False) -> str:
     return state
 
 
-@pytest.mark.parametrize(
-    "point", ["step:before-commit", "step:after-commit", "views:mid"]
-)
+@pytest.mark.parametrize("point", ["step:before-commit", "step:after-commit", "views:mid"])
 def test_failpoints_in_a_transition(tmp_path: Path, point: str) -> None:
     repo = make_repo(tmp_path / "r")
     to_requirements(repo, "add-login")
@@ -124,10 +123,8 @@ def test_random_kills_over_many_rounds(tmp_path: Path, monkeypatch: pytest.Monke
             finally:
                 os._exit(code)
         time.sleep(rng.uniform(0, 0.06))
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         os.waitpid(pid, 0)
     check_invariants(repo, "add-login")
     assert states_seen == {"REQUIREMENTS", "CLASSIFIED"}

@@ -104,7 +104,10 @@ def test_D_DOC_2_nine_checks_in_order() -> None:
     assert "too small (99 bytes)" in _nine(agents=small)[0].message  # R-DOC-04
     exact = {"architect": agent("architect", report_bytes=100), "quality": agent("quality")}
     assert _nine(agents=exact) == []
-    assert _nine(log=LOG[:1])[0].message == "[8/9] FAILED: Missing CLASSIFIED -> REQUIREMENTS transition"
+    assert (
+        _nine(log=LOG[:1])[0].message
+        == "[8/9] FAILED: Missing CLASSIFIED -> REQUIREMENTS transition"
+    )
 
 
 def test_R_DOC_06_stops_at_first_failure() -> None:
@@ -222,9 +225,7 @@ def test_R_TRN_16_unanimous() -> None:
 
 def test_R_TRN_22_review_back_needs_a_rejection() -> None:
     approved = {a: agent(a, decision=Decision.APPROVED) for a in ("architect", "quality")}
-    assert rules(guards.review_to_implementation(facts(S.REVIEW, agents=approved))) == [
-        "R-TRN-22"
-    ]
+    assert rules(guards.review_to_implementation(facts(S.REVIEW, agents=approved))) == ["R-TRN-22"]
     rejected = {**approved, "quality": agent("quality", decision=Decision.REJECTED)}
     assert guards.review_to_implementation(facts(S.REVIEW, agents=rejected)) == []
 

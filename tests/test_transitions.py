@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from taskgate.protocol import transitions
@@ -25,9 +27,7 @@ def test_table_has_the_20_rows_of_D_TRN_3() -> None:
 
 
 def test_every_state_appears() -> None:
-    seen = {t.source for t in transitions.TRANSITIONS} | {
-        t.target for t in transitions.TRANSITIONS
-    }
+    seen = {t.source for t in transitions.TRANSITIONS} | {t.target for t in transitions.TRANSITIONS}
     assert seen == set(State)  # R-TRN-01: the 11 states (C-21)
 
 
@@ -96,6 +96,6 @@ def test_candidates_follow_the_path() -> None:
 
 @pytest.mark.parametrize("path", [FULL, SKIP])
 def test_every_forward_step_of_a_path_is_a_table_row(path: tuple[State, ...]) -> None:
-    for source, target in zip(path, path[1:], strict=False):
+    for source, target in itertools.pairwise(path):
         row = transitions.lookup(source, target)
         assert row is not None and row.forward, (source, target)

@@ -19,7 +19,7 @@ Handler = Callable[[argparse.Namespace], int]
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so usage errors pass the one error boundary."""
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         from taskgate.errors import UsageError
 
         raise UsageError(message, hint=f"see '{self.prog} --help'")

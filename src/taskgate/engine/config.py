@@ -113,7 +113,7 @@ def _typed(table: dict[str, Any], key: str, kind: type, default: Any, where: str
             f"{where}: {key} must be a {kind.__name__}, got {value!r}",
             hint=f"fix {key} in taskgate.toml",
         )
-    if kind is int and value < 0:
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
         raise UsageError(f"{where}: {key} must not be negative", hint=f"fix {key}")
     return value
 

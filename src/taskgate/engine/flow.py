@@ -170,6 +170,7 @@ def classify_task(
         paths, text, config=risk_config, risk_override=override, force_full_protocol=force_full
     )
     record = result.to_json()
+    record["explanation"] = result.explain()
     current = engine.require_snapshot(task)
     if (current.task.pending or {}).get("op") == "create_agent_worktrees":
         finish_classification(engine, task)  # resume an interrupted classification
@@ -243,21 +244,17 @@ def finish_classification(engine: Engine, task: str) -> None:
 
 
 def allowed_next(engine: Engine, snap: TaskSnapshot) -> list[dict[str, Any]]:
-    """For `status`: each candidate transition with whether its guard passes now."""
-    facts = gather(engine, snap)
-    result = []
-    for row in transitions.candidates(facts):
-        violations = row.guard(facts)
-        result.append(
-            {
-                "to": row.target.value,
-                "row": row.row,
-                "backward": row.backward,
-                "ready": not violations,
-                "blocked_by": [v.to_json() for v in violations],
-            }
-        )
-    return result
+    """For `status`: each possible transition with whether its guard passes now."""
+    return [
+        {
+            "to": row.target.value,
+            "row": row.row,
+            "backward": row.backward,
+            "ready": not blocked,
+            "blocked_by": [v.to_json() for v in blocked],
+        }
+        for row, blocked in transitions.possible(gather(engine, snap))
+    ]
 
 
 __all__ = [

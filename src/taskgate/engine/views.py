@@ -103,7 +103,7 @@ def audit_trail_json(snap: TaskSnapshot) -> dict[str, Any]:
         "events": len(snap.events),
         "chain_head": snap.events[-1].hash if snap.events else None,
     }
-    running: dict[str, dict[str, Any]] = {}
+    running: dict[str, dict[str, Any] | None] = {}
     for e in snap.events:
         p = e.payload
         if e.kind == "transition":
@@ -116,7 +116,7 @@ def audit_trail_json(snap: TaskSnapshot) -> dict[str, Any]:
                 }
             )
         elif e.kind == "agent_invoked":
-            entry = {
+            entry: dict[str, Any] = {
                 "agent_name": p.get("agent"),
                 "agent_mode": p.get("mode"),
                 "working_dir": p.get("working_dir"),
@@ -126,13 +126,13 @@ def audit_trail_json(snap: TaskSnapshot) -> dict[str, Any]:
             running[str(p.get("agent"))] = entry
             trail["agent_invocations"].append(entry)
         elif e.kind == "agent_completed":
-            entry = running.pop(str(p.get("agent")), None) or {
+            done = running.pop(str(p.get("agent")), None) or {
                 "agent_name": p.get("agent"),
                 "agent_mode": p.get("mode"),
             }
-            if entry not in trail["agent_invocations"]:
-                trail["agent_invocations"].append(entry)
-            entry |= {
+            if done not in trail["agent_invocations"]:
+                trail["agent_invocations"].append(done)
+            done |= {
                 "status": "completed",
                 "completion_timestamp": e.at,
                 "report_location": p.get("report"),

@@ -111,12 +111,12 @@ CONFIG_EXTENSIONS = (".properties", ".yml", ".yaml", ".json", ".toml", ".ini", "
                      ".env", ".xml")  # fmt: skip
 # Basename globs (gitignore patterns without "/" mean the same). C-39: never config-only.
 BUILD_FILE_GLOBS: tuple[str, ...] = (
-    "pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt", "Pipfile", "Pipfile.lock",
-    "poetry.lock", "uv.lock", "tox.ini", "noxfile.py", "package.json", "package-lock.json",
-    "yarn.lock", "pnpm-lock.yaml", "tsconfig*.json", "go.mod", "go.sum", "Cargo.toml",
-    "Cargo.lock", "Makefile", "GNUmakefile", "*.mk", "CMakeLists.txt", "build.gradle",
-    "build.gradle.kts", "settings.gradle", "settings.gradle.kts", "gradlew", "mvnw", "build.xml",
-    "Dockerfile", "meson.build", "BUILD.bazel", "WORKSPACE",
+    "pom.xml", "pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt", "Pipfile",
+    "Pipfile.lock", "poetry.lock", "uv.lock", "tox.ini", "noxfile.py", "package.json",
+    "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "tsconfig*.json", "go.mod", "go.sum",
+    "Cargo.toml", "Cargo.lock", "Makefile", "GNUmakefile", "*.mk", "CMakeLists.txt",
+    "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts", "gradlew",
+    "mvnw", "build.xml", "Dockerfile", "meson.build", "BUILD.bazel", "WORKSPACE",
 )  # fmt: skip
 CI_FILE_GLOBS: tuple[str, ...] = (
     ".gitlab-ci.yml", ".travis.yml", "azure-pipelines.yml", "bitbucket-pipelines.yml",
@@ -194,7 +194,7 @@ _SECURITY_WORDS = _AUTH_WORDS | {
     "security", "secure", "encrypt", "encrypted", "encryption", "decrypt", "decryption", "crypto",
     "cryptography", "cryptographic", "cipher", "tls", "ssl", "certificate", "certificates",
     "secret", "secrets", "sanitize", "sanitise", "sanitization", "sanitisation", "sanitizer",
-    "xss", "csrf", "injection", "vulnerability", "vulnerabilities", "cve", "keystore", "webhook",
+    "xss", "csrf", "vulnerability", "vulnerabilities", "cve", "keystore", "webhook",
 }  # fmt: skip
 
 
@@ -272,7 +272,8 @@ _PHRASES: tuple[tuple[str, str], ...] = (
     ("speed up", PERFORMANCE), ("query optimization", PERFORMANCE), ("slow query", PERFORMANCE),
     ("user interface", USER_FACING), ("user facing", USER_FACING), ("front end", USER_FACING),
     ("command line", USER_FACING), ("error message", USER_FACING), ("help text", USER_FACING),
-    ("sign in", AUTH), ("clean up", REFACTORING),
+    ("sql injection", SECURITY), ("command injection", SECURITY), ("sign in", AUTH),
+    ("clean up", REFACTORING),
 )  # fmt: skip
 # Word set → trait, applied to the task text and to every path's tokens alike.
 _WORD_TRAITS: tuple[tuple[frozenset[str], str], ...] = (
@@ -406,9 +407,11 @@ def select_agents(
         add(*_BASE_SETS[level])
         if level is RiskLevel.MEDIUM and CONFIG_FILES in eff:
             add(["security"], "R-AGT-05, C-38: configuration or resource files at MEDIUM")
+    # R-AGT-09: at LOW only authentication brings security, whichever rule asks for it.
+    barred = {"security"} if level == RiskLevel.LOW and AUTH not in eff else set()
     for trait, agents, reason in _TRAIT_RULES:
         if trait in eff:
-            add(agents, reason)
+            add([a for a in agents if a not in barred], reason)
     for needed_by, agent, question in CHECKLIST:
         if needed_by & eff and agent not in reasons:
             add([agent], f"R-AGT-11 checklist: {question}")

@@ -88,10 +88,14 @@ _APPROVAL_RE = re.compile(
 _BARE_MERGE_RE = re.compile(r"^(?:please\s+)?merge(?:\s+(?:this|now|away))?(?:\s+please)?$")
 
 # D-INT-2 regexes, made case-insensitive and whole-word (C-26), in R-INT-03 order.
-_RESUMPTION_RE = re.compile(r"\b(?:continue|resume|proceed)\b|\bkeep\b.*\bgoing\b")
+_RESUMPTION_RE = re.compile(r"\b(?:continue|resume|proceed)\b")
 _AUDIT_RE = re.compile(r"/audit-session\b|\baudit\b")
 _QUESTION_RE = re.compile(r"\b(?:what|how|why|explain|clarify)\b")
-_STATUS_RE = re.compile(r"\b(?:status|progress)\b|\bwhere\b.*\bare\b.*\bwe\b")
+_STATUS_RE = re.compile(r"\b(?:status|progress)\b")
+# D-INT-2's "keep.*going" and "where.*are.*we" as whole words in order: one regex with two
+# ".*" backtracks cubically on a long pasted message.
+_KEEP_GOING = (re.compile(r"\bkeep\b"), re.compile(r"\bgoing\b"))
+_WHERE_ARE_WE = (re.compile(r"\bwhere\b"), re.compile(r"\bare\b"), re.compile(r"\bwe\b"))
 # R-INT-05: "?" at the end, allowing trailing "!", quotes, brackets or emoji after it.
 _ENDS_WITH_QUESTION_RE = re.compile(r"\?[^\w]*$")
 
@@ -217,11 +221,26 @@ def _hits(pattern: re.Pattern[str], text: str) -> tuple[str, ...]:
     return tuple(m.group(0) for m in pattern.finditer(text))
 
 
+def _in_order(text: str, patterns: tuple[re.Pattern[str], ...]) -> tuple[str, ...]:
+    # Leftmost match of each word after the previous one: linear, and finds any ordered match.
+    start = pos = -1
+    for pattern in patterns:
+        found = pattern.search(text, max(pos, 0))
+        if found is None:
+            return ()
+        start, pos = (found.start() if start < 0 else start), found.end()
+    return (text[start:pos],)
+
+
+def _resumption_hits(norm: str) -> tuple[str, ...]:
+    return _hits(_RESUMPTION_RE, norm) + _in_order(norm, _KEEP_GOING)
+
+
 def _interruption_kind(norm: str) -> tuple[MessageKind, str, tuple[str, ...]]:
     """R-INT-03 order, with R-INT-05: a resumption word in a message ending in "?" asks."""
     if not norm:
         return MessageKind.OTHER, "empty message", ()
-    if hits := _hits(_RESUMPTION_RE, norm):
+    if hits := _resumption_hits(norm):
         if _ENDS_WITH_QUESTION_RE.search(norm):
             return MessageKind.QUESTION, "resumption word but ends in '?' (R-INT-05)", (*hits, "?")
         return MessageKind.RESUMPTION, "resumption keyword (R-INT-03)", hits
@@ -229,7 +248,7 @@ def _interruption_kind(norm: str) -> tuple[MessageKind, str, tuple[str, ...]]:
         return MessageKind.AUDIT, "audit keyword (R-INT-03)", hits
     if hits := _hits(_QUESTION_RE, norm):
         return MessageKind.QUESTION, "question keyword (R-INT-03)", hits
-    if hits := _hits(_STATUS_RE, norm):
+    if hits := _hits(_STATUS_RE, norm) + _in_order(norm, _WHERE_ARE_WE):
         return MessageKind.STATUS_REQUEST, "status keyword (R-INT-03)", hits
     # "Will this work with existing code?" is OTHER in R-INT-04, so a bare "?" decides nothing.
     return MessageKind.OTHER, "no interruption keyword (R-INT-03)", ()
@@ -281,7 +300,7 @@ def _checkpoint_kind(norm: str) -> tuple[MessageKind, str, tuple[str, ...]]:
         return MessageKind.APPROVAL, reason, approvals
 
     # A question inside means the person is not done deciding (seed 002 Scenario 2).
-    asks_to_approve = approvals or _RESUMPTION_RE.search(norm) or _ACK_ONLY_RE.match(words)
+    asks_to_approve = approvals or _resumption_hits(norm) or _ACK_ONLY_RE.match(words)
     if question_words or (question_mark and asks_to_approve):
         reason = "question at a checkpoint: never an approval (C-26)"
         return MessageKind.QUESTION, reason, question_words or ("?",)

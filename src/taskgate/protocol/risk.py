@@ -34,15 +34,14 @@ SKIP_PATH: tuple[State, ...] = (
     *_BASE_PATH, State.AWAITING_USER_APPROVAL, State.COMPLETE, State.CLEANUP,
 )  # fmt: skip
 
+_SKIPPABLE = (ChangeType.DOCUMENTATION_ONLY, ChangeType.CONFIG_ONLY)
+
 
 def state_path(risk: RiskLevel | None, change_type: ChangeType | None) -> tuple[State, ...]:
     """The workflow variant's states for a risk and change type (D-WFV-1, D-WFV-3)."""
     if risk == RiskLevel.LOW:
         return SKIP_PATH  # R-WFV-04
-    if risk == RiskLevel.MEDIUM and change_type in (
-        ChangeType.DOCUMENTATION_ONLY,
-        ChangeType.CONFIG_ONLY,
-    ):
+    if risk == RiskLevel.MEDIUM and change_type in _SKIPPABLE:
         return SKIP_PATH  # R-WFV-02, C-09
     return FULL_PATH  # R-WFV-01/03/05; R-WFV-07: a change type never shortens HIGH
 
@@ -101,22 +100,22 @@ def _segment_regex(segment: str, stop: str = "/") -> str:
     return "".join(out)
 
 
+_PATTERN_RULES: tuple[tuple[str, str], ...] = (  # (regex that must not match, problem)
+    (r"\s*", "is empty"),
+    (r"\s.*|.*\s", "has leading or trailing whitespace"),
+    (r".*\x00.*", "contains a NUL character"),
+    (r".*\\.*", "contains a backslash; use '/' separators (escapes are not supported)"),
+    (r"/.*", "is an absolute path; patterns are repository-relative (R-RSK-07)"),
+    (r"(.*/)?\.\.(/.*)?", "contains a '..' segment; patterns cannot leave the repository"),
+    (r"!.*", "is a negation; '!' is not supported, order the tiers instead"),
+)
+
+
 def _checked(pattern: str) -> str:
     """The normalised pattern; ValueError says what is wrong with it."""
-    if not pattern.strip():
-        raise ValueError("is empty")
-    if pattern != pattern.strip():
-        raise ValueError("has leading or trailing whitespace")
-    if "\x00" in pattern:
-        raise ValueError("contains a NUL character")
-    if "\\" in pattern:
-        raise ValueError("contains a backslash; use '/' separators (escapes are not supported)")
-    if pattern.startswith("/"):
-        raise ValueError("is an absolute path; patterns are repository-relative (R-RSK-07)")
-    if ".." in pattern.split("/"):
-        raise ValueError("contains a '..' segment; patterns cannot leave the repository")
-    if pattern.startswith("!"):
-        raise ValueError("is a negation; '!' is not supported, order the tiers instead")
+    for regex, problem in _PATTERN_RULES:
+        if re.fullmatch(regex, pattern, re.DOTALL):
+            raise ValueError(problem)
     normal = normalize_pattern(pattern)
     if not normal:
         raise ValueError("matches nothing after removing './'")
@@ -222,12 +221,19 @@ SEED_LOW = _tier(
     ("todo.md", "task tracking"), ("*.txt", "text files"), ("*.log", "text files"),
     ("**/README*", "readme files"), exclude=_PROTECTED_DOCS,
 )  # fmt: skip
+
+
+def _neutral(globs: Iterable[str], note: str) -> tuple[RiskPattern, ...]:
+    """Language-neutral HIGH patterns, minus what the seed table already says."""
+    return _tier(_H, *((g, note) for g in globs if g not in ("pom.xml", "checkstyle*.xml")))
+
+
 # Language-neutral defaults so Python, TypeScript, Go… repositories classify sensibly.
 NEUTRAL_HIGH = (
-    *_tier(_H, *((g, "build configuration") for g in agt.BUILD_FILE_GLOBS)),
-    *_tier(_H, *((g, "CI configuration") for g in agt.CI_FILE_GLOBS)),
-    *_tier(_H, *((f"{d}/**", "CI configuration") for d in agt.CI_DIRS if d != ".github")),
-    *_tier(_H, *((g, "style enforcement") for g in agt.STYLE_CONFIG_GLOBS[1:])),
+    *_neutral(agt.BUILD_FILE_GLOBS, "build configuration"),
+    *_neutral(agt.CI_FILE_GLOBS, "CI configuration"),
+    *_neutral((f"{d}/**" for d in agt.CI_DIRS if d != ".github"), "CI configuration"),
+    *_neutral(agt.STYLE_CONFIG_GLOBS, "style enforcement"),
     *_tier(_H, ("**/auth/**", "authentication components"), ("AGENTS.md", "agent instructions"),
            ("taskgate.toml", "protocol configuration")),
 )  # fmt: skip
@@ -267,6 +273,7 @@ class RiskConfig:
     _keyword_res: tuple[tuple[str, re.Pattern[str]], ...] = field(
         init=False, repr=False, compare=False
     )
+    _patterns: tuple[RiskPattern, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name, level in (("high", _H), ("medium", _M), ("source", _H), ("low", _L)):
@@ -275,8 +282,9 @@ class RiskConfig:
                     raise ValueError(f"{entry.pattern!r} is {entry.level} in the {name} tier")
         # One alternation for all tiers: the regex engine tries alternatives in order, so the
         # first group that matches is the first pattern in precedence order — one call per file.
+        object.__setattr__(self, "_patterns", self.high + self.medium + self.source + self.low)
         alternatives = []
-        for entry in self.patterns:
+        for entry in self._patterns:
             try:
                 exclusions = "".join(f"(?!{_keyed_regex(x)})" for x in entry.exclude)
                 alternatives.append(f"({exclusions}{_keyed_regex(entry.pattern)})")
@@ -289,14 +297,12 @@ class RiskConfig:
     @property
     def patterns(self) -> tuple[RiskPattern, ...]:
         """All patterns in precedence order (R-RSK-06)."""
-        return self.high + self.medium + self.source + self.low
+        return self._patterns
 
     def match(self, path: str) -> RiskPattern | None:
         """The first pattern in precedence order matching a normalised path."""
         found = self._matcher.match(f"{path.rsplit('/', 1)[-1]}\x00{path}")
-        return (
-            None if found is None or found.lastindex is None else self.patterns[found.lastindex - 1]
-        )
+        return None if found is None or not found.lastindex else self._patterns[found.lastindex - 1]
 
     def classify_file(self, path: str) -> FileRisk:
         """One file's risk; unmatched or outside-the-repository paths are HIGH (C-37)."""
@@ -334,33 +340,23 @@ DEFAULT_RISK_CONFIG = RiskConfig()
 
 _TIER_KEYS = MappingProxyType({"high": _H, "medium": _M, "source": _H, "low": _L})
 _CONFIG_KEYS = (*_TIER_KEYS, "keywords", "replace_defaults", "replace_default_keywords")
-_HEADER_RE = re.compile(r"\s*\[\[?\s*[A-Za-z0-9_.-]+(?:\s*\.\s*[A-Za-z0-9_-]+)*\s*\]\]?\s*(#.*)?")
+_RISK_HEADER_RE = re.compile(r"\s*\[\s*risk\s*\]\s*(#.*)?")
 
 
 def _find_line(source_text: str, key: str, value: object = None) -> int | None:
-    """The 1-based line of `value` (else of `key =`), in the [risk] table first, then anywhere."""
+    """The 1-based line of `value` under `key =` after the [risk] header, else of the key."""
     lines = source_text.splitlines()
-    in_risk, risk_lines = False, []
-    for number, line in enumerate(lines):
-        if _HEADER_RE.fullmatch(line):
-            in_risk = re.fullmatch(r"\s*\[\s*risk\s*\]\s*(#.*)?", line) is not None
-        elif in_risk:
-            risk_lines.append(number)
-    needles: list[str] = []
-    if isinstance(value, str):
-        basic = value.replace("\\", "\\\\").replace('"', '\\"').replace("\x00", "\\u0000")
-        needles = [f'"{basic}"', f"'{value}'"]
+    header = next((n for n, line in enumerate(lines) if _RISK_HEADER_RE.fullmatch(line)), 0)
     key_re = re.compile(rf"\s*(?:risk\s*\.\s*)?{re.escape(key)}\s*=")
-    for window in (risk_lines, list(range(len(lines)))):
-        key_line = next((n for n in window if key_re.match(lines[n])), None)
-        if key_line is None:
-            continue
-        # The value is searched from its key on, so the same string under another key loses.
-        for number in [n for n in window if n >= key_line] if needles else []:
-            if any(needle in lines[number] for needle in needles):
+    key_line = next((n for n in range(header, len(lines)) if key_re.match(lines[n])), None)
+    if key_line is None:
+        return None
+    if isinstance(value, str):  # as a TOML basic or literal string
+        basic = value.replace("\\", "\\\\").replace('"', '\\"').replace("\x00", "\\u0000")
+        for number in range(key_line, len(lines)):
+            if f'"{basic}"' in lines[number] or f"'{value}'" in lines[number]:
                 return number + 1
-        return key_line + 1
-    return None
+    return key_line + 1
 
 
 def _config_error(source_text: str, key: str, value: object, message: str) -> RiskConfigError:
@@ -481,10 +477,6 @@ def content_signals(files: Sequence[FileRisk]) -> tuple[str, ...]:
     return tuple(signals)
 
 
-def _escalate(level: RiskLevel) -> RiskLevel:
-    return RiskLevel.HIGH if level != RiskLevel.LOW else RiskLevel.MEDIUM
-
-
 @dataclass(frozen=True)
 class Classification:
     """A risk classification and its reasoning, as logged (R-RSK-13, R-RSK-14)."""
@@ -562,7 +554,8 @@ def classify(
     files = tuple(sorted((config.classify_file(p) for p in seen), key=lambda f: f.path))
     base = max((f.level for f in files), key=lambda r: r.rank, default=RiskLevel.HIGH)  # R-RSK-08
     triggers = [f"keyword:{k}" for k in config.keyword_hits(text)] + list(content_signals(files))
-    computed = _escalate(base) if triggers else base  # R-RSK-09: one level however many fire
+    # R-RSK-09: one level up however many triggers fire (C-40).
+    computed = (RiskLevel.MEDIUM if base == RiskLevel.LOW else RiskLevel.HIGH) if triggers else base
     method = METHOD_KEYWORD if computed != base else METHOD_PATTERN
     level = computed
     if force_full_protocol:  # R-RSK-12; it wins over --risk-level, being the safer of the two

@@ -107,8 +107,13 @@ def candidates(facts: TaskFacts) -> list[Transition]:
     return [t for t in rows if t.backward or t.target is forward_target]
 
 
-def _structural(facts: TaskFacts, target: State, reason: str) -> list[Violation] | Transition:
-    """Table and variant checks; returns the row or the violations (R-TRN-03, R-WFV-06)."""
+def _structural(
+    facts: TaskFacts, target: State, reason: str | None
+) -> list[Violation] | Transition:
+    """Table and variant checks; returns the row or the violations (R-TRN-03, R-WFV-06).
+
+    `reason=None` skips the reason checks (used to list which moves are possible now).
+    """
     row = lookup(facts.state, target)
     if row is None:
         if facts.state is S.REVIEW and target is S.COMPLETE:
@@ -139,7 +144,7 @@ def _structural(facts: TaskFacts, target: State, reason: str) -> list[Violation]
                     f"the next state on this path is {expected or 'none'}",
                 )
             ]
-    if row.backward:
+    if row.backward and reason is not None:
         if not reason.strip():
             return [
                 Violation(
@@ -156,6 +161,7 @@ def _structural(facts: TaskFacts, target: State, reason: str) -> list[Violation]
                     "pass --reason 'critical agent addition: <agent> because ...'",
                 )
             ]
+    if row.backward:
         if target is S.IMPLEMENTATION and S.IMPLEMENTATION not in facts.path:
             return [
                 Violation(
@@ -186,3 +192,14 @@ def check(facts: TaskFacts, target: State, reason: str = "") -> list[Violation]:
     if isinstance(result, list):
         return result
     return result.guard(facts)
+
+
+def possible(facts: TaskFacts) -> list[tuple[Transition, list[Violation]]]:
+    """Every move out of the current state that fits the path, with what blocks it now."""
+    result = []
+    for row in candidates(facts):
+        structural = _structural(facts, row.target, None)
+        blocked = structural if isinstance(structural, list) else row.guard(facts)
+        if not (isinstance(structural, list) and structural[0].rule == "R-TRN-23"):
+            result.append((row, blocked))
+    return result
