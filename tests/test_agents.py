@@ -27,9 +27,7 @@ from taskgate.protocol.states import ChangeType, RiskLevel, State
 
 H, M, L = RiskLevel.HIGH, RiskLevel.MEDIUM, RiskLevel.LOW
 DOC, CFG, CODE = ChangeType.DOCUMENTATION_ONLY, ChangeType.CONFIG_ONLY, ChangeType.CODE
-ALL_TRAITS = sorted(
-    getattr(agt, name) for name in dir(agt) if name.isupper() and getattr(agt, name) == name
-)
+ALL_TRAITS = sorted(agt.TRAITS)
 
 
 def chosen(risk: RiskLevel, change: ChangeType, traits: set[str], files: list[str]) -> set[str]:

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from taskgate.protocol import guards
 from taskgate.protocol.facts import AgentFacts, Approval, LogEntry, TaskFacts, Validation
-from taskgate.protocol.risk import state_path
 from taskgate.protocol.states import AgentStatus, ChangeType, Decision, RiskLevel, State
+from taskgate.protocol.workflow import state_path
 
 S = State
 FULL = state_path(RiskLevel.HIGH, ChangeType.CODE)

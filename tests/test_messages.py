@@ -240,6 +240,9 @@ PHRASINGS = [
     (NONE, "PROCEED WITH REVIEW", K.RESUMPTION),
     (NONE, "somewhat slow, isn't it", K.OTHER),
     (NONE, "", K.OTHER),
+    (NONE, "keep it going", K.RESUMPTION),
+    (NONE, "going to keep it short", K.OTHER),
+    (CHANGES, "No questions, LGTM", K.AMBIGUOUS),
 ]
 
 
@@ -347,6 +350,12 @@ def test_r_ckp_01_checkpoint_state_mismatch_is_a_caller_error(
 ) -> None:
     with pytest.raises(ValueError, match="pending only in"):
         classify_message("LGTM", state=state, checkpoint=checkpoint)
+
+
+@pytest.mark.parametrize("checkpoint", [NONE, PLAN, CHANGES])
+def test_long_pasted_message_is_classified_quickly(checkpoint: Checkpoint) -> None:
+    # D-INT-2's "where.*are.*we" as one regex took minutes here (cubic backtracking).
+    assert kind("where are " * 2000 + "keep " * 2000, checkpoint) is K.OTHER
 
 
 def test_is_approval_convenience() -> None:

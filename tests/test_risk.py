@@ -38,6 +38,15 @@ def level(path: str, config: RiskConfig = DEFAULT_RISK_CONFIG) -> RiskLevel:
     return config.classify_file(path).level
 
 
+def first_match(path: str) -> RiskPattern | None:
+    """The slow reference for the combined matcher: try each pattern in precedence order."""
+    for entry in DEFAULT_RISK_CONFIG.patterns:
+        excluded = any(compile_glob(x).match(path) for x in entry.exclude)
+        if compile_glob(entry.pattern).match(path) and not excluded:
+            return entry
+    return None
+
+
 # --- per-file tables (R-RSK-02..R-RSK-07) ----------------------------------------------------
 
 R_RSK_02 = [
@@ -138,11 +147,7 @@ def test_C_37_paths_outside_the_repository_are_high(path: str) -> None:
 def test_R_RSK_07_combined_matcher_agrees_with_first_matching_pattern() -> None:
     paths = R_RSK_02 + R_RSK_03 + R_RSK_04 + ["src/app.py", "tests/test_x.py", "a/b/c.go", "x"]
     for path in paths:
-        first = next(
-            (p for p in DEFAULT_RISK_CONFIG.patterns if compile_glob(p.pattern).match(path)
-             and not any(compile_glob(x).match(path) for x in p.exclude)), None,
-        )  # fmt: skip
-        assert DEFAULT_RISK_CONFIG.match(path) == first, path
+        assert DEFAULT_RISK_CONFIG.match(path) == first_match(path), path
 
 
 # --- language-neutral defaults --------------------------------------------------------------
@@ -551,8 +556,4 @@ def test_property_state_path_contains_synthesis_and_change_review(
 @given(st.lists(PATHS, min_size=1, max_size=8))
 def test_property_combined_matcher_equals_pattern_by_pattern(paths: list[str]) -> None:
     for path in paths:
-        expected = next(
-            (p for p in DEFAULT_RISK_CONFIG.patterns if compile_glob(p.pattern).match(path)
-             and not any(compile_glob(x).match(path) for x in p.exclude)), None,
-        )  # fmt: skip
-        assert DEFAULT_RISK_CONFIG.match(path) == expected
+        assert DEFAULT_RISK_CONFIG.match(path) == first_match(path)

@@ -8,8 +8,8 @@ import pytest
 
 from taskgate.protocol import transitions
 from taskgate.protocol.facts import TaskFacts
-from taskgate.protocol.risk import state_path
 from taskgate.protocol.states import ChangeType, RiskLevel, State
+from taskgate.protocol.workflow import state_path
 
 S = State
 FULL = state_path(RiskLevel.HIGH, ChangeType.CODE)

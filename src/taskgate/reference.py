@@ -5,9 +5,9 @@
 
 from __future__ import annotations
 
-from taskgate.protocol.risk import state_path
 from taskgate.protocol.states import ChangeType, RiskLevel, State
 from taskgate.protocol.transitions import TRANSITIONS
+from taskgate.protocol.workflow import state_path
 
 
 def _doc(fn: object) -> str:

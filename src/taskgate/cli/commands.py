@@ -20,12 +20,6 @@ from taskgate.protocol.violations import Violation
 AGENT_ENV_MARKERS = ("CLAUDECODE", "TASKGATE_AGENT")
 
 
-def usage(parser: argparse.ArgumentParser) -> int:
-    """Print a sub-command group's help (no action given)."""
-    parser.print_help()
-    return 2
-
-
 @contextmanager
 def engine_for(args: argparse.Namespace) -> Iterator[Engine]:
     """The engine for this invocation: repository from --repo or the cwd, session id."""
@@ -330,3 +324,61 @@ def cmd_release(args: argparse.Namespace) -> int:
         emit(args, {"task": row.name, "released_at": row.lock_released_at},
              f"released the lock of '{row.name}' (state {row.state} kept)")  # fmt: skip
     return EXIT_OK
+
+
+def register(add: Any) -> None:
+    """The core engine's commands (issue 2)."""
+    add("init", cmd_init, "create taskgate.toml, the state dir and todo.md (idempotent)")
+    add("todo", cmd_todo, "list todo.md tasks with their availability")
+    s = add("start", cmd_start, "claim a task (or resume this session's task)")
+    s.add_argument("task")
+    s.add_argument(
+        "--adopt",
+        action="store_true",
+        help="resume work in an existing worktree left without a lock (D-LCK-2 option 2)",
+    )
+    add("next", cmd_next, "start or resume the next available task for this session")
+    s = add("classify", cmd_classify, "risk level, agents and workflow -> CLASSIFIED")
+    s.add_argument("task")
+    s.add_argument("--files", nargs="+", metavar="PATH", help="files the task touches")
+    s.add_argument("--risk-level", help="manual override: HIGH, MEDIUM or LOW (R-RSK-11)")
+    s.add_argument("--force-full-protocol", action="store_true", help="HIGH, full path (R-RSK-12)")
+    s.add_argument("--explain", action="store_true", help="show why each file and agent")
+    s = add("transition", cmd_transition, "guarded transition to STATE")
+    s.add_argument("task")
+    s.add_argument("state")
+    s.add_argument("--reason", default="", help="required for backward transitions (R-TRN-06)")
+    s = add("status", cmd_status, "one task in full, or all tasks")
+    s.add_argument("task", nargs="?")
+    agent = add.group("agent", "agent status, additions, verdicts, checks")
+    s = agent("set", cmd_agent_set, "record an agent's status for the current phase")
+    s.add_argument("task")
+    s.add_argument("agent")
+    s.add_argument("status", help="WORKING, IN_PROGRESS, COMPLETE, ERROR or BLOCKED")
+    s.add_argument("--message", default="")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--work-remaining", dest="work_remaining", action="store_true", default=None)
+    g.add_argument("--done", dest="work_remaining", action="store_false")
+    s = agent("add", cmd_agent_add, "add an agent mid-task (R-AGT-14..21)")
+    s.add_argument("task")
+    s.add_argument("agent")
+    s.add_argument("--why", required=True, help="justification (R-AGT-15)")
+    s = agent("verdict", cmd_agent_verdict, "review decision for the current task-branch HEAD")
+    s.add_argument("task")
+    s.add_argument("agent")
+    s.add_argument("decision", help="APPROVED or REJECTED")
+    s.add_argument("--reason", default="")
+    s = agent("check", cmd_agent_check, "partial-completion report and recommended action")
+    s.add_argument("task")
+    s = add("present", cmd_present, "show the plan or the change to the user and record it")
+    s.add_argument("task")
+    s = add("approve", cmd_approve, "record the user's approval of the presented plan/changes")
+    s.add_argument("task")
+    s.add_argument("kind", choices=["plan", "changes"])
+    s.add_argument("--message", default="", help="the user's words, hashed into the record")
+    s = add("validate", cmd_validate, "run the configured build and record it against HEAD")
+    s.add_argument("task")
+    s = add("release", cmd_release, "human-only: release a task lock (R-LCK-21)")
+    s.add_argument("task")
+    s.add_argument("--force", action="store_true")
+    s.add_argument("--reason", default="")

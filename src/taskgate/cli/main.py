@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -25,82 +26,46 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message, hint=f"see '{self.prog} --help'")
 
 
-def _parser() -> argparse.ArgumentParser:
-    from taskgate.cli import commands as c
+# Each module registers its sub-commands with `register(add)`; heavy imports stay inside the
+# handlers so that `taskgate --help` and fast paths load little. Issues add their module here.
+COMMAND_MODULES = ("taskgate.cli.commands",)
 
-    p = _Parser(prog="taskgate", description="The Task State Machine Protocol, enforced.")
-    p.add_argument("--version", action="version", version=f"taskgate {__version__}")
-    p.add_argument("--repo", type=Path, help="repository (default: the current directory)")
-    p.add_argument("--session", help="session id (default: $TASKGATE_SESSION)")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    def add(name: str, handler: Handler, help_text: str, json_flag: bool = True) -> Any:
-        cmd = sub.add_parser(name, help=help_text, description=help_text)
+class Registry:
+    """Adds sub-commands to the parser; passed to each command module's `register`."""
+
+    def __init__(self, sub: Any) -> None:
+        self._sub = sub
+
+    def __call__(self, name: str, handler: Handler, help_text: str, json_flag: bool = True) -> Any:
+        """Add `taskgate NAME`; returns its parser for arguments."""
+        cmd = self._sub.add_parser(name, help=help_text, description=help_text)
         cmd.set_defaults(handler=handler)
         if json_flag:
             cmd.add_argument("--json", action="store_true", help="machine-readable output")
         return cmd
 
-    add("init", c.cmd_init, "create taskgate.toml, the state dir and todo.md (idempotent)")
-    add("todo", c.cmd_todo, "list todo.md tasks with their availability")
-    s = add("start", c.cmd_start, "claim a task (or resume this session's task)")
-    s.add_argument("task")
-    s.add_argument(
-        "--adopt",
-        action="store_true",
-        help="resume work in an existing worktree left without a lock (D-LCK-2 #2)",
-    )
-    add("next", c.cmd_next, "start or resume the next available task for this session")
-    s = add("classify", c.cmd_classify, "risk level, agents and workflow -> CLASSIFIED")
-    s.add_argument("task")
-    s.add_argument("--files", nargs="+", metavar="PATH", help="files the task touches")
-    s.add_argument("--risk-level", help="manual override: HIGH, MEDIUM or LOW (R-RSK-11)")
-    s.add_argument("--force-full-protocol", action="store_true", help="HIGH, full path (R-RSK-12)")
-    s.add_argument("--explain", action="store_true", help="show why each file and agent")
-    s = add("transition", c.cmd_transition, "guarded transition to STATE")
-    s.add_argument("task")
-    s.add_argument("state")
-    s.add_argument("--reason", default="", help="required for backward transitions (R-TRN-06)")
-    s = add("status", c.cmd_status, "one task in full, or all tasks")
-    s.add_argument("task", nargs="?")
-    agent = sub.add_parser("agent", help="agent status, additions, verdicts, checks")
-    asub = agent.add_subparsers(dest="agent_command", metavar="ACTION", parser_class=_Parser)
-    agent.set_defaults(handler=lambda a: c.usage(agent))
+    def group(self, name: str, help_text: str) -> Registry:
+        """Add `taskgate NAME ACTION ...`; returns a registry for its actions."""
+        parser = self._sub.add_parser(name, help=help_text, description=help_text)
+        sub = parser.add_subparsers(dest=f"{name}_command", metavar="ACTION", parser_class=_Parser)
 
-    def aadd(name: str, handler: Handler, help_text: str) -> Any:
-        cmd = asub.add_parser(name, help=help_text, description=help_text)
-        cmd.set_defaults(handler=handler)
-        cmd.add_argument("--json", action="store_true", help="machine-readable output")
-        cmd.add_argument("task")
-        return cmd
+        def show_help(_: argparse.Namespace) -> int:
+            parser.print_help()
+            return EXIT_USAGE
 
-    s = aadd("set", c.cmd_agent_set, "record an agent's status for the current phase")
-    s.add_argument("agent")
-    s.add_argument("status", help="WORKING, IN_PROGRESS, COMPLETE, ERROR or BLOCKED")
-    s.add_argument("--message", default="")
-    g = s.add_mutually_exclusive_group()
-    g.add_argument("--work-remaining", dest="work_remaining", action="store_true", default=None)
-    g.add_argument("--done", dest="work_remaining", action="store_false")
-    s = aadd("add", c.cmd_agent_add, "add an agent mid-task (R-AGT-14..21)")
-    s.add_argument("agent")
-    s.add_argument("--why", required=True, help="justification (R-AGT-15)")
-    s = aadd("verdict", c.cmd_agent_verdict, "review decision for the current task-branch HEAD")
-    s.add_argument("agent")
-    s.add_argument("decision", help="APPROVED or REJECTED")
-    s.add_argument("--reason", default="")
-    aadd("check", c.cmd_agent_check, "partial-completion report and recommended action")
-    s = add("present", c.cmd_present, "show the plan or the change to the user and record it")
-    s.add_argument("task")
-    s = add("approve", c.cmd_approve, "record the user's approval of the presented plan/changes")
-    s.add_argument("task")
-    s.add_argument("kind", choices=["plan", "changes"])
-    s.add_argument("--message", default="", help="the user's words, hashed into the record")
-    s = add("validate", c.cmd_validate, "run the configured build and record it against HEAD")
-    s.add_argument("task")
-    s = add("release", c.cmd_release, "human-only: release a task lock (R-LCK-21)")
-    s.add_argument("task")
-    s.add_argument("--force", action="store_true")
-    s.add_argument("--reason", default="")
+        parser.set_defaults(handler=show_help)
+        return Registry(sub)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="taskgate", description="The Task State Machine Protocol, enforced.")
+    p.add_argument("--version", action="version", version=f"taskgate {__version__}")
+    p.add_argument("--repo", type=Path, help="repository (default: the current directory)")
+    p.add_argument("--session", help="session id (default: $TASKGATE_SESSION)")
+    registry = Registry(p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser))
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(registry)
     return p
 
 

@@ -27,7 +27,7 @@ def _agent_name(name: str) -> str:
     try:
         return canonical_agent(name)  # R-AGT-01, R-AGT-02
     except UnknownAgentError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc), hint=exc.hint) from None
 
 
 def _required(snap: TaskSnapshot, agent: str) -> AgentRow:

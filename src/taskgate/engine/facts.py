@@ -10,8 +10,8 @@ from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import ok
 from taskgate.protocol import guards
 from taskgate.protocol.facts import AgentFacts, Approval, LogEntry, TaskFacts, Validation
-from taskgate.protocol.risk import state_path
 from taskgate.protocol.states import AgentStatus, ChangeType, Decision, RiskLevel, State
+from taskgate.protocol.workflow import state_path
 from taskgate.store.records import TaskSnapshot
 
 # States whose guards look at the task branch HEAD (a git call is only made for these).

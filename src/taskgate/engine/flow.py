@@ -13,7 +13,6 @@ from taskgate.errors import Refused, UsageError
 from taskgate.fsutil import atomic_write
 from taskgate.git import repo as gitrepo
 from taskgate.protocol import transitions
-from taskgate.protocol.risk import RiskConfigError, classify, parse_risk_config
 from taskgate.protocol.states import RiskLevel, State
 from taskgate.protocol.violations import Violation
 from taskgate.store.base import Tx
@@ -151,6 +150,8 @@ def classify_task(
     force_full: bool = False,
 ) -> dict[str, Any]:
     """`taskgate classify T`: risk, agents, variant → CLASSIFIED, then agent worktrees + task.md."""
+    from taskgate.protocol.risk import RiskConfigError, classify, parse_risk_config
+
     override = None
     if risk_level:
         try:

@@ -44,7 +44,7 @@ class MessageClass:
 
     @property
     def keeps_state(self) -> bool:
-        """True when the caller must verify the state is unchanged afterwards (R-INT-02, C-68)."""
+        """False only for the kinds allowed to move the state; others get R-INT-02's check."""
         return self.kind not in (MessageKind.APPROVAL, MessageKind.CHANGE_REQUEST)
 
 
@@ -100,7 +100,8 @@ _WHERE_ARE_WE = (re.compile(r"\bwhere\b"), re.compile(r"\bare\b"), re.compile(r"
 _ENDS_WITH_QUESTION_RE = re.compile(r"\?[^\w]*$")
 
 # Words that show the person is still asking, even without a "?" ("LGTM, one question: ...").
-_QUESTION_HINT_RE = re.compile(r"\b(?:questions?|wonder|wondering|curious)\b")
+# "No questions, LGTM" holds no question (its "no" still blocks approval: AMBIGUOUS).
+_QUESTION_HINT_RE = re.compile(r"(?<!\bno )\b(?:questions?|wonder|wondering|curious)\b")
 # Any negation anywhere blocks approval (R-CKP-08); a false approval costs more than a re-ask.
 _NEGATION_RE = re.compile(
     r"\b(?:not|no|never|nope|nah|neither|nor|cannot|\w+n't|dont|doesnt|isnt|cant|wont)\b"
@@ -109,7 +110,7 @@ _NEGATION_RE = re.compile(
 )
 # An explicit "no" / "not yet": reported as declined rather than asked about again.
 _DECLINE_RE = re.compile(
-    r"^(?:no(?!\s+(?:problem|worries|objections?|issues?|concerns?|complaints?|comments?)\b)"
+    r"^(?:no(?!\s+(?:problem|worries|objections?|issues?|concerns?|complaints?|comments?|questions?)\b)"
     r"|nope|nah|not\s+yet|not\s+now|hold\s+(?:on|off|up)|wait|stop|reject|decline"
     r"|disapprove|thumbs\s+down)\b"
     r"|\bnot\s+yet\b|\bhold\s+off\b|\b(?:rejected|disapproved?|declined|veto(?:ed)?)\b"
@@ -223,12 +224,14 @@ def _hits(pattern: re.Pattern[str], text: str) -> tuple[str, ...]:
 
 def _in_order(text: str, patterns: tuple[re.Pattern[str], ...]) -> tuple[str, ...]:
     # Leftmost match of each word after the previous one: linear, and finds any ordered match.
-    start = pos = -1
+    start, pos = -1, 0
     for pattern in patterns:
-        found = pattern.search(text, max(pos, 0))
+        found = pattern.search(text, pos)
         if found is None:
             return ()
-        start, pos = (found.start() if start < 0 else start), found.end()
+        if start < 0:
+            start = found.start()
+        pos = found.end()
     return (text[start:pos],)
 
 
@@ -353,7 +356,7 @@ def _response(
             # R-CKP-15: revise task.md and present again; the state stays SYNTHESIS.
             head = "Plan change requested: the plan will be revised and presented again"
         else:
-            head = "Change requested: returning to implementation (R-INT-11)"
+            head = "Change requested: the task goes back for rework (R-INT-11)"
         return f"{head}.\nFeedback: {feedback}"
     if kind is MessageKind.RESUMPTION:
         where = f"{state}" if state is not None else "the preserved state"
