@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -318,3 +319,26 @@ def test_implementation_requires_all_agents_complete(repo: Repo) -> None:
     repo.ok("agent", "set", "add-login", agents[0], "COMPLETE", "--work-remaining")
     result = repo.run("transition", "add-login", "VALIDATION")
     assert result.code == 1 and "R-TRN-14" in result.err and "R-AST-20" in result.err
+
+
+def test_invalid_state_in_store_is_corruption(repo: Repo) -> None:
+    repo.ok("start", "add-login")
+    db = sqlite3.connect(repo.path / ".taskgate" / "state.db")
+    db.execute("UPDATE tasks SET state = 'DONE'")
+    db.commit()
+    db.close()
+    status = repo.run("status", "add-login")
+    assert status.code == 5 and "R-TRN-01" in status.err and "recover" in status.err
+    start = repo.run("start", "add-login", session="s2")
+    assert start.code == 4 and "R-LCK-08" in start.err  # neither own nor foreign
+
+
+def test_unreadable_store_is_exit_5_and_left_alone(repo: Repo) -> None:
+    db = repo.path / ".taskgate" / "state.db"
+    garbage = b"not a database" * 100
+    db.write_bytes(garbage)
+    for args in (("status",), ("todo",), ("start", "add-login")):
+        result = repo.run(*args)
+        assert result.code == 5, (args, result.err)
+        assert "taskgate recover" in result.err
+    assert db.read_bytes() == garbage
