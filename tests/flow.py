@@ -113,3 +113,31 @@ def to_awaiting(repo: Repo, task: str) -> None:
 
 
 PASSING_BUILD = '[validation]\ncommands = ["python3 -c \\"print(1)\\""]\n'
+
+
+def approve_changes(repo: Repo, task: str) -> None:
+    """present + approve changes (at AWAITING_USER_APPROVAL)."""
+    repo.ok("present", task)
+    repo.ok("approve", task, "changes")
+
+
+def to_complete(repo: Repo, task: str) -> None:
+    """... -> COMPLETE: change approval, archival, squash, ff-merge into main (issue 4)."""
+    to_awaiting(repo, task)
+    approve_changes(repo, task)
+    repo.ok("complete", task)
+
+
+def copy_repo(src: Path, dest: Path) -> Repo:
+    """Copy a repository with its worktrees (a prepared template) and relink the worktrees."""
+    import shutil
+
+    shutil.copytree(src, dest, symlinks=True)
+    # Both sides of each worktree link hold absolute paths into `src` (which still exists,
+    # so `git worktree repair` sees nothing to repair): rewrite them to point into `dest`.
+    for admin in (dest / ".git" / "worktrees").glob("*"):
+        gitdir_file = admin / "gitdir"
+        dot_git = Path(gitdir_file.read_text().strip().replace(str(src), str(dest), 1))
+        gitdir_file.write_text(f"{dot_git}\n")
+        dot_git.write_text(f"gitdir: {admin}\n")
+    return Repo(dest)

@@ -243,6 +243,37 @@ PHRASINGS = [
     (NONE, "keep it going", K.RESUMPTION),
     (NONE, "going to keep it short", K.OTHER),
     (CHANGES, "No questions, LGTM", K.AMBIGUOUS),
+    # Approval-like words outside the R-CKP-08 set: ask rather than guess (D-CKP-1).
+    (CHANGES, "looks fine to me", K.AMBIGUOUS),
+    (CHANGES, "all good", K.AMBIGUOUS),
+    (CHANGES, "you can merge now", K.AMBIGUOUS),
+    (CHANGES, "feel free to merge", K.AMBIGUOUS),
+    (CHANGES, "merge when ready", K.AMBIGUOUS),
+    (CHANGES, "happy with it, merge", K.AMBIGUOUS),
+    (CHANGES, "works for me", K.AMBIGUOUS),
+    (PLAN, "fine by me", K.AMBIGUOUS),
+    (CHANGES, "I signed off on it", K.AMBIGUOUS),
+    (PLAN, "carry on", K.AMBIGUOUS),
+    # Problem reports are requests to fix (R-INT-11).
+    (CHANGES, "the tests fail on my machine", K.CHANGE_REQUEST),
+    (CHANGES, "it crashes when the input is empty", K.CHANGE_REQUEST),
+    (CHANGES, "The build doesn't work", K.CHANGE_REQUEST),
+    (PLAN, "the plan misses error handling", K.CHANGE_REQUEST),
+    (CHANGES, "merge conflicts look bad", K.CHANGE_REQUEST),
+    (CHANGES, "the naming is confusing", K.CHANGE_REQUEST),
+    # More sign-offs and their near misses.
+    (CHANGES, "yes, merge it", K.APPROVAL),
+    (CHANGES, "go ahead and merge", K.APPROVAL),
+    (CHANGES, "Approved 🚀", K.APPROVAL),
+    (PLAN, "yes, go ahead with the plan", K.APPROVAL),
+    (CHANGES, "hmm, lgtm", K.AMBIGUOUS),
+    (PLAN, "approved, assuming tests pass", K.AMBIGUOUS),
+    (PLAN, "approved with one change: use a dict", K.CHANGE_REQUEST),
+    (CHANGES, "please don't merge yet", K.OTHER),
+    (CHANGES, "merge?", K.QUESTION),
+    (CHANGES, "thanks", K.OTHER),
+    (NONE, "go on", K.RESUMPTION),
+    (NONE, "what's going on?", K.QUESTION),
 ]
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ class Result:
     returncode: int
     stdout: str
     stderr: str
+    timed_out: bool = False
 
     @property
     def ok(self) -> bool:
@@ -40,8 +43,15 @@ def run(
     env: Mapping[str, str] | None = None,
     stdin: str | None = None,
     timeout: float | None = None,
+    kill_group: bool = False,
 ) -> Result:
-    """Run `cmd` and capture its output; never raises for a non-zero exit."""
+    """Run `cmd` and capture its output; never raises for a non-zero exit.
+
+    With `kill_group` the command runs in its own session and its whole process group is
+    ended on timeout, on an exception (Ctrl-C) and when it returns (agents, issue 6).
+    """
+    if kill_group:
+        return _run_group(cmd, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
     try:
         proc = subprocess.run(
             list(cmd),
@@ -57,10 +67,76 @@ def run(
         return Result(tuple(cmd), 127, "", f"{cmd[0]}: command not found")
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode("utf-8", "replace") if isinstance(exc.stdout, bytes) else ""
-        return Result(tuple(cmd), 124, out, f"timed out after {timeout} s")
+        return Result(tuple(cmd), 124, out, f"timed out after {timeout} s", timed_out=True)
     return Result(
         tuple(cmd),
         proc.returncode,
         proc.stdout.decode("utf-8", "replace"),
         proc.stderr.decode("utf-8", "replace"),
+    )
+
+
+_GRACE_S = 2.0  # SIGTERM first so an agent can flush its output, then SIGKILL
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
+        os.killpg(pgid, sig)
+
+
+def _run_group(
+    cmd: Sequence[str],
+    *,
+    cwd: Path | str | None,
+    env: Mapping[str, str] | None,
+    stdin: str | None,
+    timeout: float | None,
+) -> Result:
+    """`run` in a new session; the process group never outlives the call."""
+    try:
+        proc = subprocess.Popen(
+            list(cmd),
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except (FileNotFoundError, PermissionError) as exc:
+        return Result(tuple(cmd), 127, "", f"{cmd[0]}: {exc.strerror or 'cannot execute'}")
+    data = stdin.encode() if stdin is not None else None
+    timed_out = False
+    try:
+        out, err = proc.communicate(data, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+            # A grandchild that left the group may still hold the pipes: stop reading.
+            try:
+                out, err = proc.communicate(timeout=_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = b"", b""
+    except BaseException:
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    finally:
+        # Background children the command left behind are ended with it.
+        _signal_group(proc.pid, signal.SIGKILL)
+    if timed_out:
+        note = f"timed out after {timeout} s; process group killed"
+        err_text = err.decode("utf-8", "replace")
+        stderr = (err_text + "\n" + note).lstrip("\n")
+        return Result(tuple(cmd), 124, out.decode("utf-8", "replace"), stderr, timed_out=True)
+    return Result(
+        tuple(cmd),
+        proc.returncode,
+        out.decode("utf-8", "replace"),
+        err.decode("utf-8", "replace"),
     )

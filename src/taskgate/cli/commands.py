@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,12 +12,7 @@ from typing import Any
 
 from taskgate.engine.core import Engine
 from taskgate.engine.workspace import find_workspace
-from taskgate.errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
-from taskgate.protocol.violations import Violation
-
-# Environment variables that mark a process started by an AI agent rather than by a person.
-AGENT_ENV_MARKERS = ("CLAUDECODE", "TASKGATE_AGENT")
-
+from taskgate.errors import EXIT_OK, EXIT_REFUSED, UsageError
 
 @contextmanager
 def engine_for(args: argparse.Namespace) -> Iterator[Engine]:
@@ -248,50 +242,6 @@ def cmd_agent_check(args: argparse.Namespace) -> int:
     return EXIT_OK if report.all_complete else EXIT_REFUSED
 
 
-def cmd_present(args: argparse.Namespace) -> int:
-    """`taskgate present T`."""
-    from taskgate.engine.checkpoints import present
-
-    with engine_for(args) as engine:
-        shown = present(engine, args.task)
-        emit(
-            args,
-            {
-                "task": shown.task,
-                "kind": shown.kind,
-                "bound_to": shown.bound_to,
-                "presented_at": shown.at,
-                "text": shown.text,
-                **shown.details,
-            },
-            shown.text,
-        )
-    return EXIT_OK  # fmt: skip
-
-
-def _refuse_agents(what: str) -> None:
-    """Approvals come only from the person (R-CKP-02); refuse when an agent runs us."""
-    for marker in AGENT_ENV_MARKERS:
-        if os.environ.get(marker):
-            raise Refused(
-                f"{what} must be typed by the user, not run by an agent ({marker} is set)",
-                [Violation("R-CKP-02", "an agent cannot approve its own work")],
-                hint="ask the user to approve in their own terminal or reply in the chat",
-            )
-
-
-def cmd_approve(args: argparse.Namespace) -> int:
-    """`taskgate approve T plan|changes`."""
-    from taskgate.engine.checkpoints import approve
-
-    _refuse_agents("approval")
-    provenance = "terminal" if sys.stdin.isatty() else "non-interactive"
-    with engine_for(args) as engine:
-        row = approve(engine, args.task, args.kind, provenance=provenance, message=args.message)
-        emit(args, row.__dict__, f"approved {row.kind} of '{row.task}' ({row.bound_to[:12]})")
-    return EXIT_OK
-
-
 def cmd_validate(args: argparse.Namespace) -> int:
     """`taskgate validate T`."""
     from taskgate.engine.validate import validate
@@ -316,9 +266,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_release(args: argparse.Namespace) -> int:
     """`taskgate release T --force`."""
+    from taskgate.cli.checkpoint_cmds import refuse_agents
     from taskgate.engine.lifecycle import release
 
-    _refuse_agents("release --force")
+    refuse_agents("release --force")
     with engine_for(args) as engine:
         row = release(engine, args.task, force=args.force, reason=args.reason)
         emit(args, {"task": row.name, "released_at": row.lock_released_at},
@@ -370,12 +321,6 @@ def register(add: Any) -> None:
     s.add_argument("--reason", default="")
     s = agent("check", cmd_agent_check, "partial-completion report and recommended action")
     s.add_argument("task")
-    s = add("present", cmd_present, "show the plan or the change to the user and record it")
-    s.add_argument("task")
-    s = add("approve", cmd_approve, "record the user's approval of the presented plan/changes")
-    s.add_argument("task")
-    s.add_argument("kind", choices=["plan", "changes"])
-    s.add_argument("--message", default="", help="the user's words, hashed into the record")
     s = add("validate", cmd_validate, "run the configured build and record it against HEAD")
     s.add_argument("task")
     s = add("release", cmd_release, "human-only: release a task lock (R-LCK-21)")

@@ -2,33 +2,51 @@
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
 
-from taskgate import __version__
-from taskgate.errors import EXIT_INTERNAL, EXIT_USAGE, TaskgateError
+# Only sys and os at import time: `taskgate hook EVENT` (issue 7) runs before every guarded
+# Claude Code tool call and must not pay for argparse, typing or the command modules.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
-Handler = Callable[[argparse.Namespace], int]
+    from taskgate.errors import TaskgateError
+
+    Handler = Callable[[argparse.Namespace], int]
+
+_PARSER_CLASS: type[argparse.ArgumentParser] | None = None
 
 
-class _Parser(argparse.ArgumentParser):
+def _parser_class() -> type[argparse.ArgumentParser]:
     """argparse that raises instead of exiting, so usage errors pass the one error boundary."""
+    global _PARSER_CLASS
+    if _PARSER_CLASS is None:
+        import argparse
 
-    def error(self, message: str) -> Any:
-        from taskgate.errors import UsageError
+        class _Parser(argparse.ArgumentParser):
+            def error(self, message: str) -> Any:
+                from taskgate.errors import UsageError
 
-        raise UsageError(message, hint=f"see '{self.prog} --help'")
+                raise UsageError(message, hint=f"see '{self.prog} --help'")
+
+        _PARSER_CLASS = _Parser
+    return _PARSER_CLASS
 
 
 # Each module registers its sub-commands with `register(add)`; heavy imports stay inside the
 # handlers so that `taskgate --help` and fast paths load little. Issues add their module here.
-COMMAND_MODULES = ("taskgate.cli.commands",)
+COMMAND_MODULES = (
+    "taskgate.cli.commands",
+    "taskgate.cli.checkpoint_cmds",
+    "taskgate.cli.audit_cmds",
+    "taskgate.cli.git_cmds",
+    "taskgate.cli.run_cmds",
+    "taskgate.cli.spec_cmds",
+    "taskgate.cli.hook_cmds",
+)
 
 
 class Registry:
@@ -48,9 +66,13 @@ class Registry:
     def group(self, name: str, help_text: str) -> Registry:
         """Add `taskgate NAME ACTION ...`; returns a registry for its actions."""
         parser = self._sub.add_parser(name, help=help_text, description=help_text)
-        sub = parser.add_subparsers(dest=f"{name}_command", metavar="ACTION", parser_class=_Parser)
+        sub = parser.add_subparsers(
+            dest=f"{name}_command", metavar="ACTION", parser_class=_parser_class()
+        )
 
         def show_help(_: argparse.Namespace) -> int:
+            from taskgate.errors import EXIT_USAGE
+
             parser.print_help()
             return EXIT_USAGE
 
@@ -59,11 +81,19 @@ class Registry:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="taskgate", description="The Task State Machine Protocol, enforced.")
+    import importlib
+    from pathlib import Path
+
+    from taskgate import __version__
+
+    parser_class = _parser_class()
+    p = parser_class(prog="taskgate", description="The Task State Machine Protocol, enforced.")
     p.add_argument("--version", action="version", version=f"taskgate {__version__}")
     p.add_argument("--repo", type=Path, help="repository (default: the current directory)")
     p.add_argument("--session", help="session id (default: $TASKGATE_SESSION)")
-    registry = Registry(p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser))
+    registry = Registry(
+        p.add_subparsers(dest="command", metavar="COMMAND", parser_class=parser_class)
+    )
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(registry)
     return p
@@ -73,6 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 done, 1 refused, 2 usage, 3 foreign, 4 human,
     5 corrupted, 10 internal)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["hook"]:  # issue 7 fast path: one hook event, no parser, no commands
+        from taskgate.hooks.dispatch import run_hook
+
+        return run_hook(args_list[1:])
+    from taskgate.errors import EXIT_INTERNAL, EXIT_USAGE, TaskgateError
+
     wants_json = "--json" in args_list
     try:
         args = _parser().parse_args(args_list)
@@ -98,6 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _report(exc: TaskgateError, wants_json: bool) -> None:
+    import json
+
     if wants_json:
         print(json.dumps(exc.to_json(), indent=2, sort_keys=True))
         return

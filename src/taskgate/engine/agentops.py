@@ -49,8 +49,12 @@ def set_status(
     *,
     message: str = "",
     work_remaining: bool | None = None,
+    retry: bool = False,
 ) -> AgentRow:
-    """`taskgate agent set T A STATUS`: record an agent's status for the current phase."""
+    """`taskgate agent set T A STATUS`: record an agent's status for the current phase.
+
+    `retry=True` marks a re-invocation: retry_count is saved +1 first (R-AST-07, R-AST-08).
+    """
     agent = _agent_name(agent_text)
     try:
         status = AgentStatus(status_text.strip().upper())
@@ -108,6 +112,7 @@ def set_status(
         remaining = work_remaining if work_remaining is not None else False
         new = replace(
             row,
+            retry_count=row.retry_count + 1 if retry and row.phase == phase else row.retry_count,
             status=status.value,
             phase=phase,
             updated_at=now,

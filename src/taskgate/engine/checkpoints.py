@@ -12,12 +12,27 @@ from taskgate.fsutil import read_text
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git
 from taskgate.protocol import guards
+from taskgate.protocol.messages import Checkpoint
+from taskgate.protocol.presentation import ChangeView, parse_plan, render_changes, render_plan
 from taskgate.protocol.states import State
 from taskgate.protocol.violations import Violation
 from taskgate.store.base import Tx
-from taskgate.store.records import ApprovalRow, PresentationRow, TaskSnapshot
+from taskgate.store.records import ApprovalRow, PresentationRow, TaskRow, TaskSnapshot
 
 KINDS = ("plan", "changes")
+CHECKPOINT_STATE = {"plan": State.SYNTHESIS, "changes": State.AWAITING_USER_APPROVAL}
+
+# How a message or an approval reached taskgate (recorded with every approval).
+TERMINAL = "terminal"  # typed by a person: stdin is a TTY
+NON_INTERACTIVE = "non-interactive"  # a person's command from a script or a pipe
+HUMAN_PROMPT = "human-prompt"  # the person's own prompt, captured by the Claude Code hook
+AUTOMATED = "automated --yes"  # `taskgate run --yes`, only with allow_auto_approve
+AGENT_RELAYED = "agent-relayed"  # an agent passed the text on: never an approval (R-CKP-02)
+PROVENANCES = (TERMINAL, NON_INTERACTIVE, HUMAN_PROMPT, AUTOMATED, AGENT_RELAYED)
+APPROVING = (TERMINAL, NON_INTERACTIVE, HUMAN_PROMPT, AUTOMATED)
+
+# How many earlier change requests the change review repeats.
+_FEEDBACK_SHOWN = 5
 
 
 @dataclass(frozen=True)
@@ -32,100 +47,173 @@ class Presentation:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+def message_hash(text: str) -> str:
+    """SHA-256 of a person's message, recorded instead of the words themselves."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest() if text else ""
+
+
 def _kind_for(state: State) -> str:
-    if state is State.SYNTHESIS:
-        return "plan"
-    if state is State.AWAITING_USER_APPROVAL:
-        return "changes"
+    for kind, waits_in in CHECKPOINT_STATE.items():
+        if state is waits_in:
+            return kind
     raise Refused(
         f"nothing to present in {state}",
         [Violation("R-CKP-01", "checkpoints exist only at SYNTHESIS and AWAITING_USER_APPROVAL")],
+        hint="present the plan in SYNTHESIS or the change in AWAITING_USER_APPROVAL",
     )
+
+
+def _voids(kind: str, event_kind: str, payload: dict[str, Any]) -> bool:
+    """Does this event make an earlier presentation of `kind` stale?"""
+    if event_kind == "transition":  # a new visit to the checkpoint state needs a new showing
+        return payload.get("to") == CHECKPOINT_STATE[kind].value
+    if kind == "plan" and event_kind == "agent_added":  # R-AGT-19: approve after the addition
+        return True
+    return event_kind == "change_request" and payload.get("kind") == kind  # R-CKP-15
+
+
+def current_presentation(snap: TaskSnapshot, kind: str) -> PresentationRow | None:
+    """The presentation of `kind` still in force: none voided it since (event order, not time)."""
+    for event in reversed(snap.events):
+        if event.kind == "presentation" and event.payload.get("kind") == kind:
+            return snap.latest_presentation(kind)
+        if _voids(kind, event.kind, event.payload):
+            return None
+    return None
+
+
+def pending_checkpoint(snap: TaskSnapshot) -> Checkpoint:
+    """Which checkpoint a message is judged against: only one presented in this state."""
+    state = snap.task.state
+    if state == State.SYNTHESIS.value and current_presentation(snap, "plan"):
+        return Checkpoint.PLAN
+    if state == State.AWAITING_USER_APPROVAL.value and current_presentation(snap, "changes"):
+        return Checkpoint.CHANGES
+    return Checkpoint.NONE
+
+
+def check_speaker(engine: Engine, row: TaskRow) -> None:
+    """A person needs no lease to answer, but another agent session may not (R-TRN-07)."""
+    if engine.session_id and not row.released and engine.session_id != row.session_id:
+        engine.require_owner(row)
+
+
+def task_title(task_md: str | None, task: str) -> str:
+    """The title from task.md's first heading (`# task: title`), else the task name."""
+    first = (task_md or "").lstrip().splitlines()[:1]
+    if first and first[0].startswith("# "):
+        heading = first[0][2:].strip()
+        return heading.split(":", 1)[1].strip() if ":" in heading else heading
+    return task
 
 
 def present(engine: Engine, task: str) -> Presentation:
     """`taskgate present T`: show the plan or the change and record what was shown, and when."""
 
     def body(tx: Tx, snap: TaskSnapshot) -> Presentation:
-        state = current_state(snap.task)
-        kind = _kind_for(state)
+        kind = _kind_for(current_state(snap.task))
         now = engine.now()
+        changes: dict[str, Any] = {}
         if kind == "plan":
-            text = read_text(engine.ws.task_md(task))
-            section = guards.plan_section(text) if text else None
-            bound = guards.plan_hash(text)
-            if text is None or section is None or bound is None:
-                raise Refused(
-                    "no implementation plan to present",
-                    [Violation("R-DOC-10", "task.md has no '## Implementation Plan' section")],
-                    hint=f"write the plan into {engine.ws.task_md(task)}",
-                )
-            missing = guards.missing_plan_components(text)
-            if missing:
-                raise Refused(
-                    "the plan is incomplete",
-                    [Violation("R-DOC-11", f"plan lacks: {', '.join(missing)}")],
-                    hint="add the missing plan components to task.md, then present again",
-                )
-            body_text = section.strip() + (
-                f"\n\nFull plan: {engine.ws.task_md(task)}\n"
-                "Reply 'approved' / 'proceed' to approve, or say what to change."
-            )
-            details: dict[str, Any] = {"plan_hash": bound}
+            bound, text, details = _plan(engine, snap)
         else:
             head = gitrepo.head_sha(engine.ws.task_worktree(task)) or ""
             checkpoint = dict(snap.task.checkpoint or {})
             if checkpoint.get("commit_sha") != head:  # R-CKP-13: present the new SHA
                 tx.revoke_approvals(task, "changes", now, "task branch moved before approval")
                 checkpoint.update({"commit_sha": head, "approved": False})
-            checkpoint["presented_at"] = now
-            engine.touch(tx, snap, checkpoint=checkpoint)
-            snap = tx.snapshot(task) or snap
+            checkpoint["presented_at"] = now  # D-CKP-3
+            changes["checkpoint"] = checkpoint
             bound = head
-            details = _change_details(engine, snap, head)
-            body_text = _change_text(task, details)
+            view = _change_view(engine, snap, head)
+            text = render_changes(view)
+            details = {
+                "commit_sha": head,
+                "branch": view.branch,
+                "base": view.base,
+                "diff_stat": view.diff_stat,
+                "commits": list(view.commits),
+                "validation": view.validation,
+                "verdicts": dict(view.verdicts),
+                "pushed_to": view.pushed_to or None,
+            }
         tx.add_presentation(PresentationRow(task, kind, bound, now))
-        engine.event(tx, task, "presentation", {"kind": kind, "bound_to": bound})
-        if kind == "plan":
-            engine.touch(tx, snap)
-        return Presentation(task, kind, bound, now, body_text, details)
+        engine.event(
+            tx,
+            task,
+            "presentation",
+            {"kind": kind, "bound_to": bound, "text_sha256": message_hash(text)},
+        )
+        engine.touch(tx, snap, **changes)
+        details["recovery"] = recovery_hint(tx.snapshot(task) or snap)
+        return Presentation(task, kind, bound, now, text, details)
 
     return engine.step(task, body)
 
 
-def _change_details(engine: Engine, snap: TaskSnapshot, head: str) -> dict[str, Any]:
+def _plan(engine: Engine, snap: TaskSnapshot) -> tuple[str, str, dict[str, Any]]:
+    t = snap.task
+    path = engine.ws.task_md(t.name)
+    text = read_text(path)
+    bound = guards.plan_hash(text)
+    if text is None or bound is None:
+        raise Refused(
+            "no implementation plan to present",
+            [Violation("R-DOC-10", "task.md has no '## Implementation Plan' section")],
+            hint=f"write the plan into {path}",
+        )
+    missing = guards.missing_plan_components(text)
+    if missing:
+        raise Refused(
+            "the plan is incomplete",
+            [Violation("R-DOC-11", f"plan lacks: {', '.join(missing)}")],
+            hint="add the missing plan components to task.md, then present again",
+        )
+    view = parse_plan(text, t.required_agents)
+    if view.problems:
+        raise Refused("the plan cannot be presented", view.problems, hint=view.problems[0].hint)
+    rendered = render_plan(
+        view,
+        task=t.name,
+        title=task_title(text, t.name),
+        risk_level=t.risk_level or "",
+        agents=t.required_agents,
+        task_md_path=str(path),
+    )
+    return bound, rendered, {"plan_hash": bound, "task_md": str(path), "plan": view.to_json()}
+
+
+def feedback_entries(snap: TaskSnapshot, kind: str | None = None) -> list[dict[str, Any]]:
+    """The change requests recorded for the agents (TaskRow.extra["feedback"])."""
+    entries = snap.task.extra.get("feedback") or []
+    return [e for e in entries if isinstance(e, dict) and kind in (None, e.get("kind"))]
+
+
+def _change_view(engine: Engine, snap: TaskSnapshot, head: str) -> ChangeView:
     t = snap.task
     worktree = engine.ws.task_worktree(t.name)
-    stat = git("diff", "--stat", f"{t.base_sha}..{head}", cwd=worktree, check=False).stdout
+    base = t.base_sha or t.base_branch
+    stat = git("diff", "--stat", f"{base}..{head}", cwd=worktree, check=False).stdout
+    log = git("log", "--format=%h %s", f"{base}..{head}", cwd=worktree, check=False).stdout
     latest = snap.validations[-1] if snap.validations else None
     verdicts = {v.agent: v.decision for v in snap.verdicts if v.head_sha == head}
-    return {
-        "commit_sha": head,
-        "branch": t.name,
-        "base": t.base_branch,
-        "diff_stat": stat.rstrip(),
-        "validation": None
+    return ChangeView(
+        task=t.name,
+        commit_sha=head,
+        branch=t.name,
+        base=t.base_branch,
+        diff_stat=stat.rstrip(),
+        commits=tuple(line for line in log.splitlines() if line.strip()),
+        validation=None
         if latest is None
-        else {"success": latest.success, "command": latest.command, "head_sha": latest.head_sha},
-        "verdicts": verdicts,
-    }
-
-
-def _change_text(task: str, d: dict[str, Any]) -> str:
-    lines = [
-        f"Change review for '{task}'",
-        f"  commit:  {d['commit_sha']}",
-        f"  branch:  {d['branch']} (into {d['base']})",
-    ]
-    v = d["validation"]
-    if v:
-        lines.append(f"  build:   {'PASSED' if v['success'] else 'FAILED'} ({v['command']})")
-    for agent, decision in sorted(d["verdicts"].items()):
-        lines.append(f"  review:  {agent}: {decision}")
-    if d["diff_stat"]:
-        lines += ["", d["diff_stat"]]
-    lines += ["", "Reply 'approved' to merge, or say what to change."]
-    return "\n".join(lines)
+        else {"success": latest.success, "command": latest.command, "head_sha": latest.head_sha,
+              "at": latest.at},
+        verdicts=verdicts,
+        feedback=tuple(str(e.get("text", "")) for e in feedback_entries(snap, "changes"))[
+            -_FEEDBACK_SHOWN:
+        ],
+        pushed_to=str((t.checkpoint or {}).get("pushed_to") or ""),
+    )  # fmt: skip
 
 
 def approve(
@@ -136,50 +224,121 @@ def approve(
         raise UsageError(f"unknown approval kind {kind!r}", hint="use 'plan' or 'changes'")
 
     def body(tx: Tx, snap: TaskSnapshot) -> ApprovalRow:
-        state = current_state(snap.task)
-        expected = _kind_for(state)
-        if expected != kind:
-            raise Refused(
-                f"the task waits for {expected} approval, not {kind}",
-                [Violation("R-CKP-01", f"state {state}")],
-                hint=f"taskgate approve {task} {expected}",
-            )
-        shown = snap.latest_presentation(kind)
-        if shown is None:  # R-CKP-03 / R-CKP-04: nothing presented, nothing to approve
-            raise Refused(
-                f"the {kind} has not been presented",
-                [Violation("R-CKP-03", "approval needs a recorded presentation first")],
-                hint=f"run 'taskgate present {task}' and show it to the user",
-            )
-        if kind == "plan":
-            current = guards.plan_hash(read_text(engine.ws.task_md(task)))
-            rule = "R-CKP-15"
-        else:
-            current = gitrepo.head_sha(engine.ws.task_worktree(task))
-            rule = "R-CKP-13"
-            if (snap.task.checkpoint or {}).get("commit_sha") != current:
-                shown = None
-        if shown is None or current != shown.bound_to:
-            raise Refused(
-                f"the {kind} changed after it was presented",
-                [Violation(rule, "approval must be for exactly what the user saw")],
-                hint=f"run 'taskgate present {task}' again and ask the user",
-            )
-        now = engine.now()
-        digest = hashlib.sha256(message.encode()).hexdigest() if message else ""
-        row = ApprovalRow(task, kind, shown.bound_to, shown.at, now, provenance, digest)
-        tx.add_approval(row)
-        changes: dict[str, Any] = {}
-        if kind == "changes":  # R-CKP-11: approved flag and change flag in one operation
-            changes["checkpoint"] = {**(snap.task.checkpoint or {}), "approved": True}
-        engine.event(
-            tx,
-            task,
-            "approval",
-            {"kind": kind, "bound_to": shown.bound_to, "provenance": provenance,
-             "message_hash": digest},
-        )  # fmt: skip
-        engine.touch(tx, snap, **changes)
-        return row
+        check_speaker(engine, snap.task)
+        return record_approval(engine, tx, snap, kind, provenance=provenance, message=message)
 
-    return engine.step(task, body)
+    return engine.step(task, body, owner=False)
+
+
+def _check_provenance(engine: Engine, provenance: str) -> None:
+    if provenance not in APPROVING:
+        raise Refused(
+            f"an approval cannot come from {provenance!r}",
+            [Violation("R-CKP-02", "only the user approves; an agent cannot approve its work")],
+            hint="ask the user to approve in their own terminal or reply in the chat",
+        )
+    if provenance == AUTOMATED and not engine.ws.config.protocol.allow_auto_approve:
+        raise Refused(
+            "automatic approval is not allowed in this repository",
+            [Violation("R-CKP-02", "no bypass mode satisfies a checkpoint by default")],
+            hint="set allow_auto_approve = true under [protocol] in taskgate.toml to allow it",
+        )
+
+
+def record_approval(
+    engine: Engine, tx: Tx, snap: TaskSnapshot, kind: str, *, provenance: str, message: str = ""
+) -> ApprovalRow:
+    """Record an approval in the caller's step; refuses anything not bound to what was shown."""
+    task = snap.task.name
+    _check_provenance(engine, provenance)
+    state = current_state(snap.task)
+    expected = _kind_for(state)
+    if expected != kind:
+        raise Refused(
+            f"the task waits for {expected} approval, not {kind}",
+            [Violation("R-CKP-01", f"state {state}")],
+            hint=f"taskgate approve {task} {expected}",
+        )
+    shown = current_presentation(snap, kind)
+    if shown is None:  # R-CKP-03 / R-CKP-04 / R-AGT-19: approve only what is shown now
+        raise Refused(
+            f"the {kind} has not been presented since it last changed",
+            [Violation("R-CKP-03", "approval needs a recorded presentation first (R-CKP-04)")],
+            hint=f"run 'taskgate present {task}' and show it to the user",
+        )
+    if kind == "plan":
+        current = guards.plan_hash(read_text(engine.ws.task_md(task)))
+        rule = "R-CKP-15"
+    else:
+        current = gitrepo.head_sha(engine.ws.task_worktree(task))
+        rule = "R-CKP-13"
+        if (snap.task.checkpoint or {}).get("commit_sha") != current:
+            current = None
+    if current != shown.bound_to:
+        raise Refused(
+            f"the {kind} changed after it was presented",
+            [Violation(rule, "approval must be for exactly what the user saw")],
+            hint=f"run 'taskgate present {task}' again and ask the user",
+        )
+    now = engine.now()
+    digest = message_hash(message)
+    row = ApprovalRow(task, kind, shown.bound_to, shown.at, now, provenance, digest)
+    tx.add_approval(row)
+    changes: dict[str, Any] = {}
+    if kind == "changes":  # R-CKP-11: approved flag and change flag in one operation
+        changes["checkpoint"] = {**(snap.task.checkpoint or {}), "approved": True}
+    engine.event(
+        tx,
+        task,
+        "approval",
+        {"kind": kind, "bound_to": shown.bound_to, "provenance": provenance,
+         "message_hash": digest},
+    )  # fmt: skip
+    engine.touch(tx, snap, **changes)
+    return row
+
+
+def _resume_synthesis(snap: TaskSnapshot) -> str:
+    name = snap.task.name
+    if snap.active_approval("plan") is not None:
+        return "plan approved: run the entry guards and proceed to IMPLEMENTATION"
+    if current_presentation(snap, "plan") is None:  # R-INT-09: finish the plan, never skip ahead
+        return (
+            "resume SYNTHESIS: finish the implementation plan in task.md and present it for "
+            f"approval (taskgate present {name})"
+        )
+    return (
+        "CHECKPOINT RECOVERY: Task waiting for PLAN APPROVAL - present the plan again "
+        f"from task.md (taskgate present {name})"
+    )
+
+
+def recovery_hint(snap: TaskSnapshot) -> str:
+    """R-CKP-18, D-REC-1 and D-INT-3: what a resuming session should do next, by state."""
+    t = snap.task
+    state = t.state
+    if state == State.SYNTHESIS.value:
+        return _resume_synthesis(snap)
+    if state == State.AWAITING_USER_APPROVAL.value:
+        sha = (t.checkpoint or {}).get("commit_sha", "?")
+        if not (t.checkpoint or {}).get("approved"):
+            return (
+                "CHECKPOINT RECOVERY: Task waiting for CHANGE REVIEW - present commit "
+                f"{sha} again (taskgate present {t.name})"
+            )
+        # R-CMP-09; the snapshot cannot see git, so a moved branch is named as the exception.
+        return (
+            f"changes approved for {str(sha)[:12]}: continue with 'taskgate complete {t.name}' "
+            "(if the task branch moved since, present it again: R-CKP-13)"
+        )
+    return {
+        "INIT": "safe to restart: classify the task",
+        "CLASSIFIED": "safe to restart: move to REQUIREMENTS",
+        "REQUIREMENTS": "check agent completion (taskgate agent check) and resume agents",
+        "IMPLEMENTATION": "check agent status and resume the incomplete implementation work",
+        "VALIDATION": "re-run validation (taskgate validate)",
+        "REVIEW": "check review status and re-invoke reviewers without a decision",
+        "SCOPE_NEGOTIATION": "present the pending deferral proposal again",
+        "COMPLETE": "resume completion / cleanup",
+        "CLEANUP": "done",
+    }.get(state, f"Unknown state: {state} - manual intervention required")

@@ -92,6 +92,11 @@ def gather(engine: Engine, snap: TaskSnapshot, *, head: bool | None = None) -> T
         )
     check_cwd = engine.ws.config.protocol.check_cwd
     presented = snap.latest_presentation("plan")
+    if head_sha and head_sha == t.extra.get("squash_sha"):
+        # R-CMP-01 steps 2-3 rewrite T after the approval; engine/complete.py recorded that
+        # squash_sha's tree is approved_sha's tree plus only the archival edit (R-CMP-04), so
+        # the approval bound to approved_sha (R-CKP-13) holds for it.
+        head_sha = str(t.extra.get("approved_sha") or head_sha)
     return TaskFacts(
         task=t.name,
         session_id=engine.session_id,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskgate import failpoints
+from taskgate.engine.checkpoint_push import push_task_branch
 from taskgate.engine.core import Engine, current_state
 from taskgate.engine.facts import gather, task_path
 from taskgate.errors import Refused, UsageError
@@ -72,6 +73,7 @@ def apply_transition(
         tx.revoke_approvals(t.name, "changes", now, f"left AWAITING_USER_APPROVAL: {reason}")
         changes.setdefault("checkpoint", None)
     if target is State.AWAITING_USER_APPROVAL:  # R-CKP-10 (D-CKP-3)
+        pushed = push_task_branch(engine, t.name)  # step 1 (R-WTB-07), before reading HEAD
         head = gitrepo.head_sha(engine.ws.task_worktree(t.name)) or ""
         changes.setdefault(
             "checkpoint",
@@ -80,6 +82,7 @@ def apply_transition(
                 "commit_sha": head,
                 "presented_at": None,
                 "approved": False,
+                **pushed,
             },
         )
     if target is State.CLEANUP:  # R-CLN-02, R-LCK-23, C-31
@@ -209,11 +212,11 @@ def finish_classification(engine: Engine, task: str) -> None:
     t = snap.task
     if not t.pending or t.pending.get("op") != "create_agent_worktrees":
         return
-    with gitrepo.repo_lock(engine.ws.common_dir):
-        for agent in t.required_agents:
-            gitrepo.ensure_worktree(
-                engine.ws.repo, engine.ws.agent_worktree(task, agent), f"{task}-{agent}", task
-            )
+    specs = [
+        gitrepo.WorktreeSpec(engine.ws.agent_worktree(task, agent), f"{task}-{agent}", task)
+        for agent in t.required_agents
+    ]  # registered under the repo lock, checked out in parallel
+    gitrepo.ensure_worktrees(engine.ws.repo, engine.ws.common_dir, specs)
     failpoints.hit("classify:after-worktrees")
     task_md = engine.ws.task_md(task)
     if not task_md.exists():

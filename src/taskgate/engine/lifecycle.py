@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -347,3 +348,22 @@ def release(engine: Engine, name: str, *, force: bool, reason: str = "") -> Task
         return engine.touch(tx, snap, lock_released_at=engine.now(), pending=None)
 
     return engine.step(name, body, owner=False)
+
+
+def take_process_lease(engine: Engine, name: str) -> int:
+    """Make this process the task's long-lived owner (`taskgate run`): record pid + start time
+    and a new fence, so a superseded earlier owner's writes are rejected (DESIGN.md State)."""
+    pid = os.getpid()
+
+    def body(tx: Tx, snap: TaskSnapshot) -> int:
+        fence = snap.task.fence + 1
+        engine.event(tx, name, "lease", {"pid": pid, "fence": fence, "host": engine.host})
+        engine.touch(tx, snap, owner_pid=pid, owner_started=pid_start_time(pid),
+                     host=engine.host, fence=fence)  # fmt: skip
+        return fence
+
+    engine.fence = None  # the old fence is being replaced by this very step
+    fence = engine.step(name, body)
+    engine.owner_pid = pid
+    engine.fence = fence
+    return fence

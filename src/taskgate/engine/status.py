@@ -5,45 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from taskgate.engine import views
+from taskgate.engine.checkpoints import recovery_hint  # R-CKP-18: one text for all faces
 from taskgate.engine.core import Engine
 from taskgate.engine.facts import task_path
 from taskgate.engine.flow import allowed_next
 from taskgate.errors import Corrupted
-from taskgate.protocol.states import State
 from taskgate.store.base import StoreCorrupt
-from taskgate.store.records import TaskSnapshot
 
-
-def recovery_hint(snap: TaskSnapshot) -> str:
-    """R-CKP-18 and D-REC-1: what a session resuming this task should do next."""
-    t = snap.task
-    state = t.state
-    if state == State.SYNTHESIS.value:
-        if snap.active_approval("plan") is None:
-            return (
-                "CHECKPOINT RECOVERY: Task waiting for PLAN APPROVAL - present the plan again "
-                f"from task.md (taskgate present {t.name})"
-            )
-        return "plan approved: run the entry guards and proceed to IMPLEMENTATION"
-    if state == State.AWAITING_USER_APPROVAL.value:
-        sha = (t.checkpoint or {}).get("commit_sha", "?")
-        if not (t.checkpoint or {}).get("approved"):
-            return (
-                "CHECKPOINT RECOVERY: Task waiting for CHANGE REVIEW - present commit "
-                f"{sha} again (taskgate present {t.name})"
-            )
-        return f"changes approved: continue with 'taskgate complete {t.name}'"
-    return {
-        "INIT": "safe to restart: classify the task",
-        "CLASSIFIED": "safe to restart: move to REQUIREMENTS",
-        "REQUIREMENTS": "check agent completion (taskgate agent check) and resume agents",
-        "IMPLEMENTATION": "check agent status and resume the incomplete implementation work",
-        "VALIDATION": "re-run validation (taskgate validate)",
-        "REVIEW": "check review status and re-invoke reviewers without a decision",
-        "SCOPE_NEGOTIATION": "present the pending deferral proposal again",
-        "COMPLETE": "resume completion / cleanup",
-        "CLEANUP": "done",
-    }.get(state, f"Unknown state: {state} - manual intervention required")
+__all__ = ["all_status", "recovery_hint", "task_status"]
 
 
 def task_status(engine: Engine, task: str) -> dict[str, Any]:
@@ -93,6 +62,7 @@ def task_status(engine: Engine, task: str) -> dict[str, Any]:
         "task_md": str(engine.ws.task_md(t.name)),
     }
     data["pending"] = t.pending
+    data["feedback"] = list(t.extra.get("feedback") or [])  # user change requests (R-INT-11)
     data["next"] = [] if t.released else allowed_next(engine, snap)
     data["recovery"] = recovery_hint(snap)
     return data

@@ -63,6 +63,12 @@ def task_json(snap: TaskSnapshot) -> dict[str, Any]:
         data["lock_released_at"] = t.lock_released_at
     if t.classification:
         data["classification"] = t.classification
+    # R-INT-10: the interruption log; its length is the interruption count.
+    data["interruptions"] = [
+        {"type": e.payload.get("type"), "timestamp": e.at}
+        for e in snap.events
+        if e.kind == "interruption"
+    ]
     return data
 
 

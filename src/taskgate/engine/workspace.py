@@ -124,11 +124,10 @@ def init_files(ws: Workspace) -> list[str]:
                 handle.write("\n")
             handle.write(f"# taskgate state (taskgate init)\n{entry}\n")
         created.append(".git/info/exclude entry")
-    for path, text in (
-        (ws.todo_path, "# Tasks\n\nTasks for taskgate; the format is in docs/todo-format.md.\n"),
-        (ws.changelog_path, "# Changelog\n"),
-    ):
-        if not path.exists():
-            path.write_text(text, encoding="utf-8")
-            created.append(path.name)
+    # changelog.md is created by the first task's archival commit (R-CMP-03): an untracked
+    # copy in the main worktree would block the fast-forward merge of that commit.
+    if not ws.todo_path.exists():
+        text = "# Tasks\n\nTasks for taskgate; the format is in docs/todo-format.md.\n"
+        ws.todo_path.write_text(text, encoding="utf-8")
+        created.append(ws.todo_path.name)
     return created

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from taskgate.errors import GitError
 from taskgate.process import Result, clean_env, run
 
 
-def git(*args: str, cwd: Path | str, check: bool = True, stdin: str | None = None) -> Result:
+def git(
+    *args: str,
+    cwd: Path | str,
+    check: bool = True,
+    stdin: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Result:
     """Run `git args...` in `cwd`; raise GitError with command and output when check fails."""
     cmd = ("git", *args)
-    result = run(cmd, cwd=cwd, env=clean_env(), stdin=stdin)
+    # `env` adds variables set on purpose (a temporary GIT_INDEX_FILE, fixed commit dates).
+    result = run(cmd, cwd=cwd, env=clean_env(env), stdin=stdin)
     if check and not result.ok:
         raise GitError(cmd, result.returncode, result.stdout, result.stderr)
     return result

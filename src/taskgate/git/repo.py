@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,10 +62,17 @@ def discover(start: Path) -> RepoPaths:
     )
 
 
+def git_dir(worktree: Path) -> Path | None:
+    """The private git dir of a worktree (`.git` or `.git/worktrees/X`), None when absent."""
+    dot_git = worktree / ".git"
+    if dot_git.is_dir():
+        return dot_git
+    return _read_gitdir_file(dot_git)
+
+
 def head_ref(worktree: Path) -> str | None:
     """The branch checked out in `worktree` (read from its HEAD file), None when detached."""
-    dot_git = worktree / ".git"
-    gitdir = dot_git if dot_git.is_dir() else _read_gitdir_file(dot_git)
+    gitdir = git_dir(worktree)
     if gitdir is None:
         return None
     try:
@@ -178,3 +186,132 @@ def repo_lock(common_dir: Path) -> Iterator[None]:
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+# -- several worktrees at once ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorktreeSpec:
+    """A worktree to exist at `path` on `branch`; the branch is created at `base` if missing."""
+
+    path: Path
+    branch: str
+    base: str
+
+
+def branch_tips(repo: Path) -> dict[str, str]:
+    """Every local branch and its commit, from one `git for-each-ref`."""
+    out = git("for-each-ref", "--format=%(refname)%00%(objectname)", "refs/heads", cwd=repo).stdout
+    tips: dict[str, str] = {}
+    for line in out.splitlines():
+        ref, _, sha = line.partition("\0")
+        tips[ref.removeprefix("refs/heads/")] = sha
+    return tips
+
+
+def is_populated(worktree: Path) -> bool:
+    """True once the worktree's files were checked out (its private index exists)."""
+    gitdir = git_dir(worktree)
+    return gitdir is not None and (gitdir / "index").exists()
+
+
+def ensure_worktrees(
+    repo: Path,
+    common_dir: Path,
+    specs: Sequence[WorktreeSpec],
+    *,
+    jobs: int = 8,
+    adopt_foreign_branches: bool = False,
+) -> list[Path]:
+    """Idempotently create or recreate worktrees; returns the paths that were (re)populated.
+
+    Registration (`git worktree add --no-checkout`, which writes .git/worktrees and creates the
+    branch) is serialised on the repository lock: concurrent adds corrupt .git/worktrees. The
+    checkout, the slow part, touches only each worktree's own index and files, so it runs in
+    parallel. A crash between the two leaves a worktree without an index, which the next call
+    populates; an existing branch is reused (recovery recreates missing worktrees from it).
+    """
+    pending: list[Path] = []
+    with repo_lock(common_dir):
+        tips: dict[str, str] | None = None
+        pruned = False
+        for spec in specs:
+            if is_worktree(spec.path) and head_ref(spec.path) == spec.branch:
+                if not is_populated(spec.path):
+                    pending.append(spec.path)
+                continue
+            if spec.path.exists() and any(spec.path.iterdir()):
+                raise UsageError(
+                    f"worktree path {spec.path} is occupied and is not a worktree on branch "
+                    f"{spec.branch} (R-WTB-02)",
+                    hint=f"move {spec.path} away (nothing was changed), or run 'taskgate recover'",
+                )
+            if not pruned:  # forget registrations whose directories were deleted by hand
+                git("worktree", "prune", cwd=repo)
+                pruned = True
+            if tips is None:
+                tips = branch_tips(repo)
+            spec.path.parent.mkdir(parents=True, exist_ok=True)
+            if spec.branch in tips:
+                # A branch we created descends from its base; anything else is someone's work
+                # that merely shares the name (recovery passes adopt_foreign_branches=True).
+                if not adopt_foreign_branches and not ok(
+                    "merge-base", "--is-ancestor", spec.base, spec.branch, cwd=repo
+                ):
+                    raise UsageError(
+                        f"a branch named '{spec.branch}' already exists and was not created "
+                        f"from '{spec.base}' (R-WTB-02)",
+                        hint=f"rename it (git branch -m {spec.branch} <other>); nothing was "
+                        "changed",
+                    )
+                git("worktree", "add", "--no-checkout", str(spec.path), spec.branch, cwd=repo)
+            else:
+                git("worktree", "add", "--no-checkout", "-b", spec.branch, str(spec.path),
+                    spec.base, cwd=repo)  # fmt: skip
+                tips[spec.branch] = ""
+            pending.append(spec.path)
+    if len(pending) > 1 and jobs > 1:
+        with ThreadPoolExecutor(max_workers=min(jobs, len(pending))) as pool:
+            list(pool.map(_checkout, pending))
+    else:
+        for path in pending:
+            _checkout(path)
+    return pending
+
+
+def _checkout(worktree: Path) -> None:
+    git("read-tree", "--reset", "-u", "HEAD", cwd=worktree)
+
+
+def in_progress(worktree: Path) -> str | None:
+    """An unfinished merge, rebase, cherry-pick or revert in `worktree`, None when there is none."""
+    gitdir = git_dir(worktree)
+    if gitdir is None:
+        return None
+    for name, what in (
+        ("rebase-merge", "rebase"),
+        ("rebase-apply", "rebase"),
+        ("MERGE_HEAD", "merge"),
+        ("CHERRY_PICK_HEAD", "cherry-pick"),
+        ("REVERT_HEAD", "revert"),
+    ):
+        if (gitdir / name).exists():
+            return what
+    return None
+
+
+def tracked_changes(worktree: Path) -> list[str]:
+    """Staged or unstaged changes to tracked files (untracked files are not counted)."""
+    out = git("status", "--porcelain", "-z", "--untracked-files=no", cwd=worktree).stdout
+    return [entry[3:] for entry in split_z(out) if len(entry) > 3]
+
+
+def remove_worktree(repo: Path, path: Path) -> bool:
+    """Unregister and delete a worktree (caller proved it clean); False when already gone."""
+    registered = worktree_paths(repo)
+    if not path.exists() or path.resolve() not in {p.resolve() for p in registered}:
+        git("worktree", "prune", cwd=repo)
+        return False
+    git("worktree", "remove", "--force", str(path), cwd=repo)
+    return True

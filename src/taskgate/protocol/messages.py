@@ -25,7 +25,7 @@ class MessageKind(StrEnum):
 
 
 class Checkpoint(StrEnum):
-    """Which human checkpoint is pending, i.e. presented and not yet approved (R-CKP-01)."""
+    """Which human checkpoint a message answers: one presented in its state (R-CKP-01, R-CKP-04)."""
 
     NONE = "NONE"
     PLAN = "PLAN"
@@ -88,7 +88,8 @@ _APPROVAL_RE = re.compile(
 _BARE_MERGE_RE = re.compile(r"^(?:please\s+)?merge(?:\s+(?:this|now|away))?(?:\s+please)?$")
 
 # D-INT-2 regexes, made case-insensitive and whole-word (C-26), in R-INT-03 order.
-_RESUMPTION_RE = re.compile(r"\b(?:continue|resume|proceed)\b")
+# "carry on" / "go on" say the same as "continue" (D-INT-1); resuming never moves the state.
+_RESUMPTION_RE = re.compile(r"\b(?:continue|resume|proceed|carry\s+on|go\s+on)\b")
 _AUDIT_RE = re.compile(r"/audit-session\b|\baudit\b")
 _QUESTION_RE = re.compile(r"\b(?:what|how|why|explain|clarify)\b")
 _STATUS_RE = re.compile(r"\b(?:status|progress)\b")
@@ -130,6 +131,13 @@ _ACK = (
 )
 # One token per space: "(?:k+\s*)+" would backtrack exponentially on "kkkk...x".
 _ACK_ONLY_RE = re.compile(rf"^{_ACK}(?:\s{_ACK})*$")
+# Approval-like words outside the R-CKP-08 set: the person probably approves, so ask them to
+# say it in the documented words (D-CKP-1 clarification) instead of guessing either way.
+_SOFT_APPROVAL_RE = re.compile(
+    r"\blooks?\s+(?:fine|ok(?:ay)?|alright|solid|right)\b|\ball\s+good\b|\bworks\s+for\s+me\b"
+    r"|\b(?:fine|ok(?:ay)?|good)\s+(?:by|with|for)\s+me\b|\bhappy\s+with\b|\bmerge\b"
+    r"|\bsign(?:ed)?\s+off\b|\bship\s+(?:this|them)\b|\bthumbs\s+up\b"
+)
 # Option 1 of R-CKP-16: keep waiting; not a resumption, so it must not loop into AMBIGUOUS.
 _KEEP_WAITING_RE = re.compile(r"\b(?:continue|keep)\s+(?:on\s+)?waiting\b")
 _THUMBS_DOWN = "👎"
@@ -171,8 +179,13 @@ _REQUEST_RE = re.compile(
     rf"|\blet's\s+(?:also\s+|just\s+)?{_EDIT_VERB}\b"
     r"|\bneeds?\s+(?:to\s+be|more|an?|some|tests?|docs?)\b"
     r"|\bshould\s+(?:be|use|have|return|raise|accept)\b"
-    r"|\btypos?\b|\b(?:is|are|looks?|seems?)\s+(?:wrong|broken|missing|incorrect|off|failing)\b"
+    r"|\btypos?\b|\b(?:is|are|looks?|seems?)\s+(?:wrong|broken|missing|incorrect|off|failing|bad"
+    r"|confusing|unclear)\b"
     r"|\binstead\s+of\b|\brather\s+than\b"
+    # Problem reports ask for a fix as surely as "fix Y" does (R-INT-11).
+    r"|\b(?:crash(?:es|ed)?|breaks|misses|lacks|regress(?:es|ed)?)\b"
+    r"|\b(?:doesn't|does\s+not|don't|do\s+not)\s+(?:work|compile|build|pass)\b"
+    r"|\b(?:fails?|failing)\s+(?:on|when|for|with|if|in)\b|\bbug\s+in\b"
 )
 _WH_START_RE = re.compile(r"\W*(?:what|how|why|when|where|which|who)\b")
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?;\n])\s+")
@@ -321,6 +334,8 @@ def _checkpoint_kind(norm: str) -> tuple[MessageKind, str, tuple[str, ...]]:
         return MessageKind.AMBIGUOUS, reason, approvals + blockers
     if _ACK_ONLY_RE.match(words):
         return MessageKind.AMBIGUOUS, "acknowledgement alone (R-CKP-06/07)", (words,)
+    if hits := _hits(_SOFT_APPROVAL_RE, norm):
+        return MessageKind.AMBIGUOUS, "approval-like words outside R-CKP-08: ask", hits
     kind, reason, matched = _interruption_kind(norm)
     if kind is MessageKind.RESUMPTION:
         reason = "resumption without approval keyword at a checkpoint (R-CKP-08, R-CKP-17)"

@@ -448,9 +448,21 @@ class SqliteTx(Tx):
 class SqliteStore(Store):
     """The embedded default store at `<state dir>/state.db`."""
 
-    def __init__(self, path: Path, *, timeout: float = 60.0) -> None:
+    def __init__(self, path: Path, *, timeout: float = 60.0, read_only: bool = False) -> None:
         self.path = path
         try:
+            if read_only:  # `taskgate audit`: SQLite itself refuses any write (R-AUD-12)
+                self._conn = sqlite3.connect(
+                    f"{path.resolve().as_uri()}?mode=ro",
+                    uri=True,
+                    timeout=timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                self._conn.row_factory = sqlite3.Row
+                self._conn.execute("PRAGMA query_only=ON")
+                self._conn.execute("SELECT COUNT(*) FROM migrations").fetchone()
+                return
             self._conn = sqlite3.connect(
                 path, timeout=timeout, isolation_level=None, check_same_thread=False
             )

@@ -1,0 +1,175 @@
+"""The `codex` backend: Codex CLI in non-interactive mode (`codex exec`).
+
+    codex exec --json --sandbox workspace-write --cd <worktree> \\
+               --output-last-message <agent_dir>/<mode>-rR-aA.last-message.txt \\
+               [--add-dir <git common dir>] [--model M] [args…] -        < prompt
+
+`-` reads the prompt from stdin. `--json` prints one JSON event per line (documented in
+codex-rs/exec/src/exec_events.rs):
+
+    {"type": "thread.started", "thread_id": "…"}
+    {"type": "turn.started"}
+    {"type": "item.completed", "item": {"id": "item_3", "type": "agent_message", "text": "…"}}
+    {"type": "turn.completed", "usage": {"input_tokens": …, "cached_input_tokens": …,
+                                         "output_tokens": …}}
+    {"type": "turn.failed", "error": {"message": "…"}}     {"type": "error", "message": "…"}
+
+The final agent message (the `-o` file, else the last `agent_message` item) must end with the
+taskgate result object. An agent worktree keeps its git metadata in the main repository's
+`.git`, outside the workspace-write sandbox, so `--add-dir` names it (add_git_dir = false to
+leave it out); without it the agent cannot commit.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from taskgate.agents.base import AgentRequest, AgentResult, error_result, parse_result_text, tail
+from taskgate.agents.command import failed_process, run_agent_process, transcript
+from taskgate.errors import UsageError
+from taskgate.fsutil import read_text
+from taskgate.git import repo as gitrepo
+
+if TYPE_CHECKING:
+    from taskgate.agents.config import AgentSettings
+
+SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+
+
+@dataclass(frozen=True)
+class Events:
+    """What a `codex exec --json` stream said."""
+
+    thread_id: str = ""
+    messages: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+    completed: bool = False
+    usage: dict[str, Any] = field(default_factory=dict)
+    count: int = 0
+
+
+def read_events(stdout: str) -> Events:
+    """Fold the JSONL stream; lines that are not JSON objects are ignored (progress noise)."""
+    thread = ""
+    messages: list[str] = []
+    errors: list[str] = []
+    completed, count = False, 0
+    usage: dict[str, Any] = {}
+    for line in stdout.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        count += 1
+        kind = event.get("type")
+        item = event.get("item")
+        item = item if isinstance(item, dict) else {}
+        if kind == "thread.started":
+            thread = str(event.get("thread_id", ""))
+        elif kind == "item.completed" and item.get("type") == "agent_message":
+            messages.append(str(item.get("text", "")))
+        elif kind == "turn.completed":
+            completed = True
+            found = event.get("usage")
+            usage = found if isinstance(found, dict) else {}
+        elif kind == "turn.failed":
+            error = event.get("error")
+            errors.append(str(error.get("message", error) if isinstance(error, dict) else error))
+        elif kind == "error":
+            errors.append(str(event.get("message", "")))
+    return Events(thread, tuple(messages), tuple(errors), completed, usage, count)
+
+
+@dataclass(frozen=True)
+class CodexBackend:
+    """Codex CLI `exec`; options from [agents.codex] / [agents.<agent>]."""
+
+    executable: str = "codex"
+    sandbox: str = "workspace-write"
+    model: str = ""
+    add_git_dir: bool = True
+    args: tuple[str, ...] = ()
+    name: str = field(default="codex", init=False)
+
+    @classmethod
+    def from_settings(cls, settings: AgentSettings) -> CodexBackend:
+        """From the agent's settings; an unknown sandbox names the key."""
+        sandbox = settings.text("sandbox", "workspace-write")
+        if sandbox not in SANDBOXES:
+            raise UsageError(
+                f"taskgate.toml {settings.where}: sandbox must be one of "
+                f"{', '.join(SANDBOXES)}, got {sandbox!r}",
+                hint="workspace-write lets the agent edit and commit in its worktree",
+            )
+        return cls(
+            executable=settings.text("executable", "codex"),
+            sandbox=sandbox,
+            model=settings.text("model"),
+            add_git_dir=bool(settings.options.get("add_git_dir", True)),
+            args=settings.strings("args"),
+        )
+
+    def command(self, request: AgentRequest) -> list[str]:
+        """The argument list; `-` makes codex read the prompt from stdin."""
+        cmd = [self.executable, "exec", "--json", "--sandbox", self.sandbox]
+        cmd += ["--cd", str(request.worktree), "--output-last-message", str(_last(request))]
+        if self.add_git_dir:
+            cmd += ["--add-dir", str(gitrepo.discover(request.worktree).common_dir)]
+        if self.model:
+            cmd += ["--model", self.model]
+        return [*cmd, *self.args, "-"]
+
+    def run(self, request: AgentRequest) -> AgentResult:
+        """Run `codex exec` and read the taskgate result from the final agent message."""
+        last = _last(request)
+        last.unlink(missing_ok=True)
+        proc = run_agent_process(request, self.command(request))
+        failed = failed_process(proc, request, self.name)
+        if failed is not None:
+            return failed
+        raw = transcript(proc)
+        events = read_events(proc.stdout)
+        meta: dict[str, Any] = {"thread_id": events.thread_id, "usage": events.usage}
+        if events.count == 0:
+            detail = tail(proc.stderr, 5) or proc.stdout.strip()[:200] or "(no output)"
+            return error_result(
+                f"codex printed no JSON events (exit {proc.returncode}): {detail}",
+                backend=self.name,
+                raw=raw,
+                code=proc.returncode,
+            )
+        if (events.errors and not events.completed) or proc.returncode != 0:
+            detail = "; ".join(events.errors) or tail(proc.stderr, 5) or "no details"
+            return replace(
+                error_result(
+                    f"codex run failed (exit {proc.returncode}): {detail}",
+                    backend=self.name,
+                    raw=raw,
+                    code=proc.returncode,
+                ),
+                meta=meta,
+            )
+        final = (read_text(last) or "").strip() or (events.messages[-1] if events.messages else "")
+        if not final:
+            return replace(
+                error_result(
+                    "codex finished without a final agent message",
+                    backend=self.name,
+                    raw=raw,
+                    code=proc.returncode,
+                ),
+                meta=meta,
+            )
+        result = parse_result_text(final, request.mode, backend=self.name)
+        return replace(result, raw_output=raw, exit_code=proc.returncode, meta=meta)
+
+
+def _last(request: AgentRequest) -> Path:
+    """Where `--output-last-message` writes (outside the worktree)."""
+    stem = f"{request.mode.value}-r{request.round}-a{request.attempt}"
+    return request.agent_dir / f"{stem}.last-message.txt"

@@ -1,0 +1,175 @@
+"""The `command` backend: any executable, with the contract in docs/agents.md.
+
+working directory   the agent's worktree (branch T-A)
+stdin               the rendered prompt (also in $TASKGATE_PROMPT_FILE)
+environment         TASKGATE_TASK, TASKGATE_AGENT, TASKGATE_MODE, TASKGATE_ROUND,
+                    TASKGATE_ATTEMPT, TASKGATE_REPORT_PATH, TASKGATE_PROMPT_FILE,
+                    TASKGATE_RESULT_FILE, TASKGATE_TASK_DIR, TASKGATE_TASK_MD,
+                    TASKGATE_WORKTREE, TASKGATE_BASE_REF; GIT_* and TASKGATE_SESSION removed
+stdout              ends with one JSON object {"status": …} (or write it to
+                    $TASKGATE_RESULT_FILE, which wins)
+exit code           0: the JSON says how it went; anything else: ERROR
+timeout             [protocol] agent_timeout_minutes (C-02): SIGTERM, then SIGKILL, to the
+                    whole process group; the result is TIMEOUT
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from taskgate import process
+from taskgate.agents.base import (
+    AgentRequest,
+    AgentResult,
+    ResultStatus,
+    error_result,
+    extract_json_object,
+    parse_result_text,
+    tail,
+)
+from taskgate.errors import UsageError
+
+if TYPE_CHECKING:
+    from taskgate.agents.config import AgentSettings
+
+# Inherited variables an agent must not see: git's (hooks export GIT_DIR …) and the
+# orchestrator's session, so that an agent cannot act as the owner of the task.
+_STRIP_PREFIXES = ("GIT_",)
+_STRIP = {"TASKGATE_SESSION", "TASKGATE_FAILPOINT"}
+
+
+def agent_env(request: AgentRequest) -> dict[str, str]:
+    """The agent's environment: ours without GIT_*/the session, plus the TASKGATE_* contract."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(_STRIP_PREFIXES) and key not in _STRIP
+    }
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    if request.settings is not None:
+        env.update(request.settings.env)
+    env.update(request.env)
+    env.update(
+        {
+            # TASKGATE_AGENT is also the marker that makes `taskgate approve` refuse (R-CKP-02).
+            "TASKGATE_AGENT": request.agent,
+            "TASKGATE_TASK": request.task,
+            "TASKGATE_MODE": request.mode.value,
+            "TASKGATE_ROUND": str(request.round),
+            "TASKGATE_ATTEMPT": str(request.attempt),
+            "TASKGATE_REPORT_PATH": str(request.report_path),
+            "TASKGATE_PROMPT_FILE": str(request.prompt_file or ""),
+            "TASKGATE_RESULT_FILE": str(result_file(request)),
+            "TASKGATE_TASK_DIR": str(request.task_dir),
+            "TASKGATE_TASK_MD": str(request.task_md),
+            "TASKGATE_WORKTREE": str(request.worktree),
+            "TASKGATE_BASE_REF": request.base_ref,
+        }
+    )
+    return env
+
+
+def result_file(request: AgentRequest) -> Path:
+    """Where an agent may write its result JSON instead of printing it."""
+    return (
+        request.agent_dir / f"{request.mode.value}-r{request.round}-a{request.attempt}.answer.json"
+    )
+
+
+def run_agent_process(request: AgentRequest, cmd: Sequence[str]) -> process.Result:
+    """Run `cmd` in the agent's worktree with the prompt on stdin; the group dies with it."""
+    return process.run(
+        cmd,
+        cwd=request.worktree,
+        env=agent_env(request),
+        stdin=request.prompt,
+        timeout=request.timeout_s,
+        kill_group=True,
+    )
+
+
+def transcript(proc: process.Result) -> str:
+    """stdout, then stderr under a separator: what is kept as the raw output."""
+    if not proc.stderr.strip():
+        return proc.stdout
+    return f"{proc.stdout}\n--- stderr ---\n{proc.stderr}"
+
+
+def failed_process(proc: process.Result, request: AgentRequest, backend: str) -> AgentResult | None:
+    """TIMEOUT / ERROR for a process that timed out, could not start or exited non-zero."""
+    raw = transcript(proc)
+    if proc.timed_out:
+        minutes = request.timeout_s / 60
+        return AgentResult(
+            ResultStatus.TIMEOUT,
+            message=f"no result within {minutes:g} min; the agent's process group was killed",
+            reason="agent timeout (C-02)",
+            backend=backend,
+            raw_output=raw,
+            exit_code=proc.returncode,
+        )
+    if proc.returncode == 127 and not proc.stdout:
+        return error_result(
+            f"cannot run {proc.cmd[0]!r}: {proc.stderr.strip()} "
+            f"(fix the command of [agents.{request.agent}] or [agents.{backend}] in taskgate.toml)",
+            backend=backend,
+            raw=raw,
+            code=127,
+        )
+    if proc.returncode < 0:
+        return error_result(
+            f"the agent was killed by signal {-proc.returncode}",
+            backend=backend,
+            raw=raw,
+            code=proc.returncode,
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class CommandBackend:
+    """Runs `command` (an argument list, no shell) as the agent."""
+
+    command: tuple[str, ...]
+    name: str = field(default="command", init=False)
+
+    @classmethod
+    def from_settings(cls, settings: AgentSettings) -> CommandBackend:
+        """From `command = [...]` in [agents.command] or [agents.<agent>]."""
+        command = settings.strings("command")
+        if not command:
+            raise UsageError(
+                f"taskgate.toml {settings.where}: backend 'command' needs command = [\"...\"]",
+                hint="see docs/agents.md, 'The command backend'",
+            )
+        return cls(command)
+
+    def run(self, request: AgentRequest) -> AgentResult:
+        """Run the executable and read its JSON answer."""
+        answer = result_file(request)
+        answer.unlink(missing_ok=True)  # a stale answer from an earlier attempt means nothing
+        proc = run_agent_process(request, self.command)
+        failed = failed_process(proc, request, self.name)
+        if failed is not None:
+            return failed
+        raw = transcript(proc)
+        if proc.returncode != 0:
+            said = extract_json_object(proc.stdout) or {}
+            message = said.get("message")
+            reason = f"the agent exited with code {proc.returncode}"
+            extra = message if isinstance(message, str) and message else tail(proc.stderr, 5)
+            return error_result(
+                f"{reason}: {extra}" if extra else reason,
+                backend=self.name,
+                raw=raw,
+                code=proc.returncode,
+            )
+        text = proc.stdout
+        if answer.is_file():
+            text = answer.read_text(encoding="utf-8", errors="replace")
+        result = parse_result_text(text, request.mode, backend=self.name)
+        return replace(result, raw_output=raw, exit_code=0)

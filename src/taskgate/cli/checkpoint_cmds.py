@@ -1,0 +1,97 @@
+"""`present`, `approve` and `say`: the human checkpoints and the conversation (issue 5)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from taskgate.cli.commands import emit, engine_for
+from taskgate.errors import EXIT_HUMAN, EXIT_OK, Refused
+from taskgate.protocol.violations import Violation
+
+# Environment variables that mark a process started by an AI agent rather than by a person.
+AGENT_ENV_MARKERS = ("CLAUDECODE", "TASKGATE_AGENT")
+
+
+def agent_marker() -> str | None:
+    """The first agent marker set in the environment, or None for a person's shell."""
+    return next((m for m in AGENT_ENV_MARKERS if os.environ.get(m)), None)
+
+
+def refuse_agents(what: str) -> None:
+    """Approvals come only from the person (R-CKP-02); refuse when an agent runs us."""
+    marker = agent_marker()
+    if marker:
+        raise Refused(
+            f"{what} must be typed by the user, not run by an agent ({marker} is set)",
+            [Violation("R-CKP-02", "an agent cannot approve its own work")],
+            hint="ask the user to approve in their own terminal or reply in the chat",
+        )
+
+
+def provenance() -> str:
+    """How this command's words reached us: an agent's relay, a person at a terminal, a script.
+
+    The person's own prompt captured by the Claude Code hook is `human-prompt`; the hook
+    calls `record_human_message` in-process, so no command-line flag can claim it.
+    """
+    from taskgate.engine.checkpoints import AGENT_RELAYED, NON_INTERACTIVE, TERMINAL
+
+    if agent_marker():
+        return AGENT_RELAYED
+    return TERMINAL if sys.stdin.isatty() else NON_INTERACTIVE
+
+
+def cmd_present(args: argparse.Namespace) -> int:
+    """`taskgate present T`."""
+    from taskgate.engine.checkpoints import present
+
+    with engine_for(args) as engine:
+        shown = present(engine, args.task)
+        data = {
+            "task": shown.task,
+            "kind": shown.kind,
+            "bound_to": shown.bound_to,
+            "presented_at": shown.at,
+            "text": shown.text,
+            **shown.details,
+        }
+        emit(args, data, shown.text)
+    return EXIT_OK
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    """`taskgate approve T plan|changes`."""
+    from taskgate.engine.checkpoints import approve
+
+    refuse_agents("approval")
+    with engine_for(args) as engine:
+        row = approve(engine, args.task, args.kind, provenance=provenance(), message=args.message)
+        emit(args, row.__dict__, f"approved {row.kind} of '{row.task}' ({row.bound_to[:12]})")
+    return EXIT_OK
+
+
+def cmd_say(args: argparse.Namespace) -> int:
+    """`taskgate say T TEXT`: exit 4 when the person must answer (ambiguous, unrelated work)."""
+    from taskgate.engine.conversation import record_human_message
+
+    text = sys.stdin.read() if args.text == "-" else args.text
+    with engine_for(args) as engine:
+        result = record_human_message(engine, args.task, text, provenance())
+        emit(args, result.to_json(), result.response)
+    return EXIT_HUMAN if result.needs_human else EXIT_OK
+
+
+def register(add: Any) -> None:
+    """The checkpoint commands."""
+    s = add("present", cmd_present, "show the plan or the change to the user and record it")
+    s.add_argument("task")
+    s = add("approve", cmd_approve, "record the user's approval of the presented plan/changes")
+    s.add_argument("task")
+    s.add_argument("kind", choices=["plan", "changes"])
+    s.add_argument("--message", default="", help="the user's words, hashed into the record")
+    s = add("say", cmd_say, "a user message in context: approval, change request, question, ...")
+    s.add_argument("task")
+    s.add_argument("text", help="the user's words ('-' reads them from stdin)")

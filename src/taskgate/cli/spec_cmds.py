@@ -1,0 +1,567 @@
+"""`taskgate spec …`: the specification workflow (issue 9, seed 003, RULES §18)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from taskgate.errors import EXIT_HUMAN, EXIT_OK, Corrupted, Refused, UsageError
+
+if TYPE_CHECKING:
+    from taskgate.spec.detect import Candidate
+    from taskgate.spec.loop import Outcome, Workflow
+    from taskgate.spec.state import Decision, SpecPaths, SpecState
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty()
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=2, sort_keys=True, default=str))
+    elif text:
+        print(text)
+
+
+def _where(args: argparse.Namespace) -> tuple[Path, Path]:
+    """(main worktree, git common dir) of the repository; the spec workflow needs no init."""
+    from taskgate.git import repo as gitrepo
+
+    start = args.repo if args.repo else Path.cwd()
+    if not start.exists():
+        raise UsageError(f"--repo {start} does not exist")
+    found = gitrepo.discover(start)
+    return found.main_worktree, found.common_dir
+
+
+# --- responders: where answers and decisions come from -------------------------------------
+
+
+def _ask(prompt: str) -> str | None:
+    """One line typed at the terminal; None when input ends (Ctrl-D): nobody answered."""
+    try:
+        return input(prompt).strip()
+    except EOFError:
+        print()
+        return None
+
+
+class Terminal:
+    """A person at the terminal answers the questions and makes the decisions."""
+
+    def __init__(self, read: Callable[[str], str | None] = _ask) -> None:
+        self.read = read
+
+    def answers(self, state: SpecState) -> dict[str, str] | None:
+        """Ask each pending question in turn; all or nothing is recorded."""
+        print(f"\nClarification questions (iteration {state.current_iteration}):")
+        out = {}
+        for q in state.pending_questions:
+            print(f"\n{q.id} [{', '.join(q.gaps)}] {q.summary}\n  {q.text}")
+            answer = self.read(f"{q.id}> ")
+            if answer is None:
+                return None
+            out[q.id] = answer
+        return out
+
+    def decide(self, state: SpecState, decision: Decision) -> str | None:
+        """Ask until one of the options is typed."""
+        print(f"\n{decision.message}")
+        while True:
+            choice = self.read(f"[{'/'.join(decision.options)}]> ")
+            if choice is None or choice.lower() in decision.options:
+                return choice.lower() if choice else None
+            print(f"please type one of: {', '.join(decision.options)}")
+
+
+def _responder(state: SpecState, demo: bool) -> Any:
+    from taskgate.spec.responders import Nobody, Scripted
+
+    if demo or state.scripted_answers:
+        return Scripted(state)
+    return Terminal() if _interactive() else Nobody()
+
+
+# --- running and reporting -----------------------------------------------------------------
+
+
+def _agents_config(args: argparse.Namespace) -> dict[str, Any]:
+    from taskgate.spec.agents import DEMO_SCENARIO
+
+    if getattr(args, "agent_command", None):
+        return {"backend": "command", "command": [args.agent_command]}
+    if getattr(args, "script", None):
+        try:
+            scenario = json.loads(Path(args.script).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UsageError(
+                f"--script {args.script}: {exc}", hint="pass a JSON scenario"
+            ) from None
+        return {"backend": "scripted", "scenario": scenario}
+    return {"backend": "scripted", "scenario": DEMO_SCENARIO}
+
+
+def _workflow(paths: SpecPaths, state: SpecState, args: argparse.Namespace) -> Workflow:
+    from taskgate.spec.agents import SpecAgents, backend_from
+    from taskgate.spec.loop import Workflow
+
+    notify = None if args.json else (lambda text: print(f"  {text}"))
+    return Workflow(paths, state, SpecAgents(backend_from(state.agents)), notify=notify)
+
+
+def _run(
+    args: argparse.Namespace, common: Path, paths: SpecPaths, state: SpecState, responder: Any
+) -> int:
+    from taskgate.spec.recovery import workflow_lock
+
+    with workflow_lock(common, paths.root.name):
+        outcome = _workflow(paths, state, args).run(responder)
+    return _report(args, paths, outcome)
+
+
+def _report(args: argparse.Namespace, paths: SpecPaths, outcome: Outcome) -> int:
+    from taskgate.spec.loop import describe
+
+    s = outcome.state
+    data = describe(s) | {"waiting": outcome.waiting, "spec": str(paths.spec)}
+    if outcome.waiting is None:
+        done = (
+            f"spec {s.feature_id}: {s.loop_status} ({s.termination_reason}) "
+            f"after {s.current_iteration} iteration(s)\n  spec: {paths.spec}"
+        )
+        if s.loop_status == "completed":
+            done += f"\n  report: {paths.report}\n  next: taskgate spec to-task {s.feature_id}"
+        _emit(args, data, done)
+        return EXIT_OK
+    _emit(args, data, _pending_text(s))
+    return EXIT_HUMAN
+
+
+def _pending_text(s: SpecState) -> str:
+    if s.pending_decision:
+        lines = [f"spec {s.feature_id} needs your decision (iteration {s.current_iteration})"]
+        d = s.pending_decision
+        lines += [
+            f"  {d.message}",
+            f"hint: taskgate spec answer {s.feature_id} --decision {'|'.join(d.options)}",
+        ]
+        return "\n".join(lines)
+    lines = [f"spec {s.feature_id} waits for your answers (iteration {s.current_iteration})"]
+    for q in s.pending_questions:
+        lines.append(f"  {q.id} [{', '.join(q.gaps)}] {q.summary}: {q.text}")
+    example = " ".join(f'--answer {q.id}="..."' for q in s.pending_questions)
+    lines.append(f"hint: taskgate spec answer {s.feature_id} {example}")
+    return "\n".join(lines)
+
+
+def _resume_prompt(candidate: Candidate, others: list[Candidate]) -> str:
+    """D-SPC-1, with the count from the Pending Questions rows (C-71)."""
+    from taskgate.spec.state import MAX_ITERATIONS
+
+    s = candidate.state
+    rows = [
+        ("Status", s.loop_status if s else "scaffolding (no saved state)"),
+        ("Iteration", f"{s.current_iteration if s else 1} / {MAX_ITERATIONS}"),
+        ("Pending Clarifications", str(len(s.pending_questions) if s else 0)),
+        ("Last Activity", candidate.last_activity),
+    ]
+    lines = [
+        f"Found interrupted workflow for '{candidate.feature_id}'.",
+        "",
+        "| Field | Value |",
+        "|-------|-------|",
+    ]
+    lines += [f"| {k} | {v} |" for k, v in rows]
+    if others:
+        lines += ["", "Other matching workflows: " + ", ".join(c.feature_id for c in others)]
+    lines += ["", "How would you like to proceed?"]
+    return "\n".join(lines)
+
+
+def _confirm_fresh(args: argparse.Namespace) -> bool:
+    """R-SPC-17: "This will delete all progress. Continue?" (--yes answers it)."""
+    if args.yes:
+        return True
+    if _interactive():
+        return (_ask("This will delete all progress. Continue? [y/N] ") or "").lower() in (
+            "y",
+            "yes",
+        )
+    raise UsageError(
+        "start fresh deletes all progress and needs confirmation (R-SPC-17)",
+        hint="add --yes to confirm, or run it on a terminal",
+    )
+
+
+def _start(
+    args: argparse.Namespace, root: Path, common: Path, description: str, slug: str | None
+) -> int:
+    from taskgate.engine.clock import iso, system_clock
+    from taskgate.spec.detect import create, slugify
+    from taskgate.spec.recovery import workflow_lock
+    from taskgate.spec.state import load_state
+
+    cfg = _agents_config(args)
+    with workflow_lock(common, "numbering", wait=True):
+        paths = create(
+            root,
+            description,
+            slug or slugify(description),
+            agents=cfg,
+            scripted=args.demo,
+            now=iso(system_clock()),
+        )
+    state = load_state(paths)
+    assert state is not None
+    if not args.json:
+        print(f"spec {paths.root.name}: started in {paths.root}")
+    return _run(args, common, paths, state, _responder(state, args.demo))
+
+
+# --- commands ------------------------------------------------------------------------------
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    """`taskgate spec new "description"`: resume detection first (R-SPC-01), then A1."""
+    from taskgate.spec.detect import detect, specs_root
+
+    repo, common = _where(args)
+    root = specs_root(repo)
+    description = " ".join(args.description.split())
+    if not description:
+        raise UsageError("the feature description is empty", hint='taskgate spec new "what"')
+    matches = detect(root, description)
+    if not matches:
+        return _start(args, root, common, description, args.name)
+    best, others = matches[0], matches[1:]
+    choice = "resume" if args.resume else "fresh" if args.fresh else None
+    if choice is None and not args.json and _interactive():
+        print(_resume_prompt(best, others))
+        answer = (_ask("[r]esume / start [f]resh> ") or "").lower()
+        choice = {"r": "resume", "resume": "resume", "f": "fresh", "fresh": "fresh"}.get(answer)
+    if choice is None:
+        data = {
+            "found": True,
+            "feature_id": best.feature_id,
+            "iteration": best.state.current_iteration if best.state else 1,
+            "loop_status": best.state.loop_status if best.state else None,
+            "index_path": str(best.paths.index),
+            "others": [c.feature_id for c in others],
+        }
+        _emit(
+            args,
+            data,
+            _resume_prompt(best, others) + "\nhint: taskgate spec new "
+            f'"{description}" --resume, or --fresh --yes to delete it and start again',
+        )
+        return EXIT_HUMAN
+    if choice == "fresh":
+        from taskgate.spec.recovery import remove_workflow
+
+        if not remove_workflow(best.paths, confirmed=_confirm_fresh(args)):
+            _emit(args, {"fresh": False}, "nothing deleted; no phase started (R-SPC-17)")
+            return EXIT_OK
+        return _start(args, root, common, description, args.name)
+    return _resume(args, common, best, description=description)
+
+
+def _resume(
+    args: argparse.Namespace, common: Path, candidate: Candidate, description: str = ""
+) -> int:
+    from taskgate.engine.clock import iso, system_clock
+    from taskgate.spec.detect import adopt_orphan
+    from taskgate.spec.recovery import repair, workflow_lock
+    from taskgate.spec.state import FINAL_STATUSES, save_state, validate_state
+
+    paths, state = candidate.paths, candidate.state
+    if candidate.problem:  # unreadable state: repair is impossible (R-SPC-16)
+        return _integrity_failure(args, common, candidate, [candidate.problem], repairable=False)
+    if state is None:  # C-58: a directory without state resumes at A1
+        if not description:
+            raise UsageError(
+                f"{candidate.feature_id} has no saved state, so its description "
+                "is unknown (a crash in A1)",
+                hint='taskgate spec new "<description>" --resume',
+            )
+        with workflow_lock(common, candidate.feature_id):
+            state = adopt_orphan(
+                paths,
+                description,
+                agents=_agents_config(args),
+                scripted=args.demo,
+                now=iso(system_clock()),
+            )
+    if state.loop_status in FINAL_STATUSES:  # R-SPC-09, C-59: report only
+        return _report(args, paths, _finished(state))
+    problems = validate_state(state)  # R-SPC-16: before any resume
+    if problems:
+        if not args.repair:
+            return _integrity_failure(args, common, candidate, problems, repairable=True)
+        from taskgate.spec.index import render_index
+
+        state, actions = repair(state)
+        with workflow_lock(common, candidate.feature_id):
+            save_state(paths, state, render=render_index)
+        if not args.json:
+            print("repaired: " + "; ".join(actions))
+    if not args.json:
+        print(
+            f"resuming {candidate.feature_id} ({state.loop_status}, iteration "
+            f"{state.current_iteration})"
+        )
+    return _run(args, common, paths, state, _responder(state, args.demo))
+
+
+def _finished(state: SpecState) -> Outcome:
+    from taskgate.spec.loop import Outcome
+
+    return Outcome(state)
+
+
+def _integrity_failure(
+    args: argparse.Namespace,
+    common: Path,
+    candidate: Candidate,
+    problems: list[str],
+    *,
+    repairable: bool,
+) -> int:
+    """R-SPC-16: a failed check blocks the resume; offer repair, fresh start, manual."""
+    fid = candidate.feature_id
+    if args.fresh:
+        return _fresh(args, common, candidate)
+    if _interactive() and not args.json:
+        print(f"spec {fid} failed its integrity check:\n  " + "\n  ".join(problems))
+        options = (["[r]epair"] if repairable else []) + ["start [f]resh", "[m]anual"]
+        answer = (_ask(" / ".join(options) + "> ") or "").lower()[:1]
+        if answer == "r" and repairable:
+            args.repair = True
+            return _resume(args, common, candidate)
+        if answer == "f":
+            return _fresh(args, common, candidate)
+    options = ([f"'taskgate spec resume {fid} --repair'"] if repairable else []) + [
+        f"'taskgate spec resume {fid} --fresh --yes' (deletes all progress)",
+        f"edit {candidate.paths.state} by hand",
+    ]
+    raise Corrupted(
+        f"spec workflow {fid} failed its integrity check (R-SPC-16): " + "; ".join(problems),
+        hint="options: " + ", or ".join(options),
+    )
+
+
+def _fresh(args: argparse.Namespace, common: Path, candidate: Candidate) -> int:
+    from taskgate.spec.detect import specs_root
+    from taskgate.spec.recovery import remove_workflow
+
+    description = candidate.state.description if candidate.state else ""
+    if not description:
+        raise UsageError(
+            f"{candidate.feature_id}: the description is unknown",
+            hint='start again with taskgate spec new "<description>" --fresh',
+        )
+    if not remove_workflow(candidate.paths, confirmed=_confirm_fresh(args)):
+        _emit(args, {"fresh": False}, "nothing deleted; no phase started (R-SPC-17)")
+        return EXIT_OK
+    return _start(
+        args,
+        specs_root(candidate.paths.root.parent.parent),
+        common,
+        description,
+        candidate.feature_id[4:],
+    )
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """`taskgate spec resume [ID]`: the named workflow, or the most recent interrupted one."""
+    from taskgate.spec.detect import find, scan, specs_root
+
+    repo, common = _where(args)
+    root = specs_root(repo)
+    if args.id:
+        return _resume(args, common, find(root, args.id), description=args.description or "")
+    waiting = [c for c in scan(root) if not c.finished]
+    if not waiting:
+        raise UsageError(
+            "no interrupted spec workflow to resume",
+            hint='start one with taskgate spec new "description"',
+        )
+    if len(waiting) > 1 and not args.json:
+        print("most recent first (R-SPC-03): " + ", ".join(c.feature_id for c in waiting))
+    return _resume(args, common, waiting[0], description=args.description or "")
+
+
+def cmd_answer(args: argparse.Namespace) -> int:
+    """`taskgate spec answer ID --answer C1.1=TEXT … / --decision D`, then go on."""
+    from taskgate.spec.detect import find, specs_root
+
+    repo, common = _where(args)
+    candidate = find(specs_root(repo), args.id)
+    state = candidate.state
+    if state is None:
+        raise UsageError(
+            f"{candidate.feature_id} has no saved state",
+            hint=f"taskgate spec resume {candidate.feature_id}",
+        )
+    answers = {}
+    for item in args.answer:
+        qid, sep, text = item.partition("=")
+        if not sep or not qid.strip():
+            raise UsageError(f"--answer {item!r} must be ID=TEXT", hint='--answer C1.1="..."')
+        answers[qid.strip()] = text
+    if answers and (state.loop_status != "clarifying" or state.user_answers):
+        raise Refused(
+            f"spec {state.feature_id} is not waiting for answers "
+            f"(status {state.loop_status}) (R-SPC-08)",
+            hint=f"taskgate spec status {state.feature_id}",
+        )
+    if answers:  # validate before anything runs: bad input changes nothing
+        from taskgate.spec.loop import record_answers
+        from taskgate.spec.state import copy_state
+
+        record_answers(copy_state(state), answers)
+    if args.decision and state.pending_decision is None:
+        raise Refused(
+            f"spec {state.feature_id} has no pending decision",
+            hint=f"taskgate spec status {state.feature_id}",
+        )
+    if args.decision and args.decision not in state.pending_decision.options:  # type: ignore[union-attr]
+        raise UsageError(f"--decision must be one of {', '.join(state.pending_decision.options)}")  # type: ignore[union-attr]
+    if not answers and not args.decision:
+        raise UsageError("nothing to record", hint="pass --answer ID=TEXT or --decision D")
+    args.repair = args.fresh = args.yes = False
+    from taskgate.spec.responders import Preset
+
+    responder = Preset(answers, args.decision, _responder(state, args.demo))
+    return _run(args, common, candidate.paths, state, responder)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """`taskgate spec status [ID]`."""
+    from taskgate.spec.detect import find, specs_root
+    from taskgate.spec.loop import describe
+    from taskgate.spec.recovery import resume_point
+    from taskgate.spec.state import MAX_ITERATIONS, MAX_STALE, validate_state
+
+    if not args.id:
+        return cmd_list(args)
+    repo, _ = _where(args)
+    candidate = find(specs_root(repo), args.id)
+    s = candidate.state
+    if s is None:
+        data = {
+            "feature_id": candidate.feature_id,
+            "loop_status": None,
+            "problem": candidate.problem or "no saved state (crash in A1, C-58)",
+            "resume_point": "A1",
+        }
+        _emit(args, data, f"{candidate.feature_id}: {data['problem']}; resumes at A1")
+        return EXIT_OK
+    point = resume_point(s, spec_exists=candidate.paths.spec.exists())
+    problems = validate_state(s)
+    data = describe(s) | {
+        "resume_point": point,
+        "integrity": problems,
+        "paths": {"spec": str(candidate.paths.spec), "index": str(candidate.paths.index)},
+    }
+    lines = [
+        f"spec {s.feature_id}: {s.description}",
+        f"  status {s.loop_status}, iteration {s.current_iteration} / {MAX_ITERATIONS}, "
+        f"stale {s.stale_count} / {MAX_STALE}, last activity {s.last_activity}",
+        f"  resume point: {point or 'none'}; termination: {s.termination_reason or '-'}",
+    ]
+    lines += [f"  gap {g.id} {g.severity:<9} {g.status:<10} {g.summary}" for g in s.gaps]
+    lines += [f"  integrity: {p}" for p in problems]
+    if s.pending_questions or s.pending_decision:
+        lines.append(_pending_text(s))
+    _emit(args, data, "\n".join(lines))
+    return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """`taskgate spec list`."""
+    from taskgate.spec.detect import scan, specs_root
+
+    repo, _ = _where(args)
+    rows = []
+    for c in scan(specs_root(repo)):
+        s = c.state
+        rows.append(
+            {
+                "feature_id": c.feature_id,
+                "loop_status": s.loop_status if s else None,
+                "current_iteration": s.current_iteration if s else None,
+                "pending_questions": len(s.pending_questions) if s else 0,
+                "termination_reason": s.termination_reason if s else None,
+                "last_activity": c.last_activity,
+                "problem": c.problem,
+            }
+        )
+    lines = [
+        f"{r['feature_id']:<32} {r['loop_status'] or 'no state':<12} "
+        f"it {r['current_iteration'] or '-'}  {r['termination_reason'] or ''}"
+        for r in rows
+    ]
+    _emit(args, rows, "\n".join(lines) or "no spec workflows in specs/")
+    return EXIT_OK
+
+
+def cmd_to_task(args: argparse.Namespace) -> int:
+    """`taskgate spec to-task ID`: append a todo.md task seeded by a completed spec."""
+    from taskgate.spec.detect import find, specs_root
+    from taskgate.spec.totask import append_task
+
+    repo, _ = _where(args)
+    candidate = find(specs_root(repo), args.id)
+    name, todo = append_task(repo, candidate, args.name)
+    _emit(
+        args,
+        {"task": name, "todo": str(todo)},
+        f"added task '{name}' to {todo}\n  next: taskgate start {name}",
+    )
+    return EXIT_OK
+
+
+def register(add: Any) -> None:
+    """The `spec` command group (issue 9)."""
+    spec = add.group("spec", "the specification workflow: specs/NNN-name/spec.md (seed 003)")
+
+    def agent_options(p: Any) -> None:
+        p.add_argument(
+            "--demo",
+            action="store_true",
+            help="scripted agents and scripted answers (no person needed)",
+        )
+        p.add_argument("--yes", action="store_true", help="confirm start fresh (R-SPC-17)")
+
+    s = spec("new", cmd_new, "start a spec workflow (after resume detection, R-SPC-01)")
+    s.add_argument("description")
+    s.add_argument("--name", help="short name of specs/NNN-NAME (default: from the description)")
+    s.add_argument("--script", help="JSON scenario for the scripted agents (see docs/spec.md)")
+    s.add_argument("--agent-command", help="executable run as 'EXE ROLE' (JSON in, JSON out)")
+    choice = s.add_mutually_exclusive_group()
+    choice.add_argument("--resume", action="store_true", help="resume a matching workflow")
+    choice.add_argument("--fresh", action="store_true", help="delete it and start again")
+    agent_options(s)
+    s.set_defaults(repair=False)
+    s = spec("resume", cmd_resume, "continue a workflow at its saved step")
+    s.add_argument("id", nargs="?", help="NNN-name or NNN (default: the most recent)")
+    s.add_argument("--repair", action="store_true", help="repair a failed integrity check")
+    s.add_argument("--fresh", action="store_true", help="delete all progress and start again")
+    s.add_argument("--description", help="description for a directory without saved state")
+    agent_options(s)
+    s = spec("answer", cmd_answer, "answer pending questions / decide, then go on")
+    s.add_argument("id")
+    s.add_argument("--answer", action="append", default=[], metavar="ID=TEXT")
+    s.add_argument("--decision", help="retry, accept, edit or abort (as offered)")
+    s.add_argument("--demo", action="store_true", help="scripted answers after these")
+    s = spec("status", cmd_status, "one workflow in full (or all)")
+    s.add_argument("id", nargs="?")
+    spec("list", cmd_list, "every workflow in specs/")
+    s = spec("to-task", cmd_to_task, "append a todo.md task seeded by a completed spec")
+    s.add_argument("id")
+    s.add_argument("--name", help="task name (default: the spec's short name)")

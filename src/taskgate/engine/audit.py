@@ -1,0 +1,412 @@
+"""`taskgate audit`: compliance checks that never change anything (R-AUD-12).
+
+The store is opened read-only (SQLite refuses writes on the connection), views are read and
+compared but never re-rendered, and git is only queried. Everything found is reported as a
+discrepancy with its evidence and fix; repairs are `taskgate recover`'s job.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from taskgate.engine import views
+from taskgate.engine.core import Engine
+from taskgate.engine.workspace import Workspace, require_initialized
+from taskgate.errors import Corrupted, UsageError
+from taskgate.fsutil import file_size, read_json, read_text
+from taskgate.git import repo as gitrepo
+from taskgate.git.cmd import git, ok
+from taskgate.protocol import audit_checks as ac
+from taskgate.protocol.states import State
+from taskgate.store.base import StoreCorrupt
+from taskgate.store.records import GENESIS_HASH, TaskSnapshot, event_hash
+from taskgate.store.sqlite import SqliteStore
+
+_DONE = (State.COMPLETE.value, State.CLEANUP.value)
+
+
+@dataclass(frozen=True)
+class TaskAudit:
+    """The audit of one task."""
+
+    task: str
+    state: str
+    checks: tuple[ac.CheckResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        """True when every check passed."""
+        return all(c.passed for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        """Stable JSON shape."""
+        return {
+            "task": self.task,
+            "state": self.state,
+            "verdict": "PASSED" if self.passed else "FAILED",
+            "checks": [c.to_json() for c in self.checks],
+        }
+
+
+def read_snapshots(ws: Workspace, task: str | None) -> list[TaskSnapshot]:
+    """Snapshots from a read-only store connection (never migrates, never writes)."""
+    require_initialized(ws)
+    try:
+        store = SqliteStore(ws.db_path, read_only=True)
+    except StoreCorrupt as exc:
+        raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
+    try:
+        with store.read() as tx:
+            if task is None:
+                return [s for r in tx.tasks() if (s := tx.snapshot(r.name)) is not None]
+            snap = tx.snapshot(task)
+    except StoreCorrupt as exc:
+        raise Corrupted(
+            f"the store cannot be audited: {exc}", hint=f"run 'taskgate recover {task or ''}'"
+        ) from exc
+    finally:
+        store.close()
+    if snap is None:
+        raise UsageError(f"task '{task}' has not been started", hint="see 'taskgate status'")
+    return [snap]
+
+
+def audit(engine: Engine, task: str | None = None) -> list[TaskAudit]:
+    """Audit one task or every task; reads only."""
+    if task is not None:
+        engine.check_task_name(task)
+    return [audit_snapshot(engine.ws, snap) for snap in read_snapshots(engine.ws, task)]
+
+
+def audit_snapshot(ws: Workspace, snap: TaskSnapshot) -> TaskAudit:
+    """Every check for one task: the pure protocol checks plus chain, views and git."""
+    checks = [
+        check_hash_chain(snap),
+        *ac.run_checks(audit_input(ws, snap)),
+        check_views(ws, snap),
+        check_git(ws, snap),
+    ]
+    return TaskAudit(snap.task.name, snap.task.state, tuple(checks))
+
+
+def audit_input(ws: Workspace, snap: TaskSnapshot) -> ac.AuditInput:
+    """The snapshot in the shape the pure checks judge (plus task.md, reports and commits)."""
+    t = snap.task
+    agents = t.classification.get("agents") if t.classification else None
+    return ac.AuditInput(
+        task=t.name,
+        state=t.state,
+        risk_level=t.risk_level,
+        change_type=t.change_type,
+        required_agents=t.required_agents,
+        initial_agents=tuple(str(a) for a in agents) if isinstance(agents, list) else None,
+        transitions=tuple(
+            ac.Logged(r.index, r.source, r.target, r.at, r.reason) for r in snap.transitions
+        ),
+        events=tuple(ac.Event(e.seq, e.kind, e.at, e.payload) for e in snap.events),
+        approvals=tuple(
+            ac.ApprovalRecord(
+                a.kind, a.bound_to, a.presented_at, a.approved_at, a.provenance, a.revoked_at
+            )
+            for a in snap.approvals
+        ),
+        presentations=tuple(
+            ac.PresentationRecord(p.kind, p.bound_to, p.at) for p in snap.presentations
+        ),
+        agents=tuple(
+            ac.AgentRecord(a.agent, a.initial, a.added_at_state, a.justification)
+            for a in snap.agents
+        ),
+        commits=task_commits(ws, snap),
+        task_md=read_text(ws.task_md(t.name)),
+        report_sizes={a: file_size(ws.report_path(t.name, a)) for a in t.required_agents},
+        archival_sha=t.extra.get("archival_sha"),
+        merged_sha=t.extra.get("merged_sha"),
+        auto_approve_allowed=ws.config.protocol.allow_auto_approve,
+    )
+
+
+def task_commits(ws: Workspace, snap: TaskSnapshot) -> tuple[ac.Commit, ...] | None:
+    """Commits on branch T since the base (None when the branch or base is gone)."""
+    t = snap.task
+    if t.extra.get("squash_sha") or t.state in _DONE or not t.base_sha:
+        return None  # completion squashed T into one commit: agent tags are gone by design
+    if not gitrepo.branch_exists(ws.repo, t.name):
+        return None
+    result = git(
+        "log",
+        "--format=%x1e%H%x1f%P%x1f%B%x1f",
+        "--name-only",
+        f"{t.base_sha}..refs/heads/{t.name}",
+        cwd=ws.repo,
+        check=False,
+    )
+    if not result.ok:
+        return None
+    commits = []
+    for record in result.stdout.split("\x1e")[1:]:
+        sha, parents, message, files = [*record.split("\x1f"), "", "", ""][:4]
+        commits.append(
+            ac.Commit(
+                sha.strip(),
+                message.strip(),
+                tuple(line for line in files.splitlines() if line.strip()),
+                merge=len(parents.split()) > 1,
+            )
+        )
+    return tuple(commits)
+
+
+# -- engine-level checks -----------------------------------------------------------------------
+
+
+def check_hash_chain(snap: TaskSnapshot) -> ac.CheckResult:
+    """Each event's hash covers its content and the previous hash (DESIGN.md State)."""
+    findings: list[ac.Finding] = []
+    fix = f"restore the store from a backup; run 'taskgate recover {snap.task.name}'"
+    cause = "audit events were edited or deleted directly in the store (they are append-only)"
+    previous = GENESIS_HASH
+    previous_seq: int | None = None
+    for e in snap.events:
+        label = f"event #{e.seq} ({e.kind} at {e.at})"
+        if e.prev_hash != previous:
+            after = f"event #{previous_seq}" if previous_seq is not None else "the chain's start"
+            findings.append(
+                ac.Finding(
+                    f"{label} does not follow {after}: its prev_hash {e.prev_hash[:12]} != "
+                    f"{previous[:12]} (an event was deleted or reordered)",
+                    fix,
+                    cause,
+                )
+            )
+        if event_hash(e.prev_hash, e.task, e.at, e.kind, e.payload) != e.hash:
+            findings.append(
+                ac.Finding(
+                    f"{label}: the stored hash does not match its content (the event was edited)",
+                    fix,
+                    cause,
+                )
+            )
+        previous, previous_seq = e.hash, e.seq
+    return ac.CheckResult(
+        "hash-chain",
+        f"the audit trail's hash chain is intact ({len(snap.events)} events)",
+        ("R-AUD-01", "R-AUD-12"),
+        tuple(findings),
+    )
+
+
+def _differences(name: str, view: Any, expected: dict[str, Any]) -> list[str]:
+    if view is None:
+        return [f"{name} is missing or does not parse"]
+    if not isinstance(view, dict):
+        return [f"{name} is not a JSON object"]
+    if view.get("_seq") != expected.get("_seq"):
+        stale = [
+            f"{name} is stale: it reflects _seq {view.get('_seq')}, the store is at "
+            f"{expected.get('_seq')}"
+        ]
+    else:
+        stale = []
+    keys = sorted((set(view) | set(expected)) - {"_note", "_seq"})
+    diffs = [
+        f"{name}: {key!r} is {_short(view.get(key))} in the view but {_short(expected.get(key))} "
+        "in the store"
+        for key in keys
+        if view.get(key) != expected.get(key)
+    ]
+    return stale + diffs
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def view_problems(ws: Workspace, snap: TaskSnapshot) -> list[str]:
+    """Every way the views disagree with the store (task.json, status.json, trail, flags)."""
+    name = snap.task.name
+    task_dir = ws.task_dir(name)
+    if snap.task.state == State.CLEANUP.value and not task_dir.exists():
+        return []  # the task directory may go with the worktrees at cleanup
+    problems = _differences("task.json", read_json(task_dir / "task.json"), views.task_json(snap))
+    for agent in snap.task.required_agents:
+        problems += _differences(
+            f"agents/{agent}/status.json",
+            read_json(ws.agent_dir(name, agent) / "status.json"),
+            views.status_json(snap, agent),
+        )
+    problems += _differences(
+        "audit-trail.json", read_json(task_dir / "audit-trail.json"), views.audit_trail_json(snap)
+    )
+    # Flags are views of active approvals (C-03, C-04): one that exists without an approval
+    # in the store approves nothing, and is exactly what an agent touching a flag leaves.
+    for kind, wanted in views._flag_states(snap).items():
+        path = ws.flag(name, kind)
+        if path.exists() and not wanted:
+            problems.append(
+                f"{path.name} exists but the store holds no active {kind} record "
+                "(touching a flag approves nothing)"
+            )
+        elif wanted and not path.exists():
+            problems.append(
+                f"{path.name} is missing although the store holds an active {kind} record"
+            )
+    return problems
+
+
+def check_views(ws: Workspace, snap: TaskSnapshot) -> ac.CheckResult:
+    """The views agree with the store; disagreements are reported, never repaired here."""
+    findings = [
+        ac.Finding(
+            problem,
+            f"run 'taskgate recover {snap.task.name} --repair' (re-renders the views)",
+            "a view was edited, touched or deleted outside taskgate, or a process died between "
+            "committing and rendering; views are never read back as truth",
+        )
+        for problem in view_problems(ws, snap)
+    ]
+    return ac.CheckResult(
+        "views", "the views match the store", ("DESIGN-State", "C-03", "C-04"), tuple(findings)
+    )
+
+
+def _is_ancestor(ws: Workspace, sha: str, ref: str) -> bool:
+    return ok("merge-base", "--is-ancestor", sha, ref, cwd=ws.repo)
+
+
+def git_problems(ws: Workspace, snap: TaskSnapshot) -> list[tuple[str, str]]:
+    """(evidence, fix) for each way git disagrees with the record."""
+    t = snap.task
+    name = t.name
+    problems: list[tuple[str, str]] = []
+    recover = f"run 'taskgate recover {name} --repair'"
+    if t.pending:
+        problems.append(
+            (
+                f"the journaled step {t.pending.get('op')!r} was interrupted "
+                "(pending in the task row)",
+                recover,
+            )
+        )
+    if t.state in _DONE:
+        merged = t.extra.get("merged_sha")
+        if not merged:
+            problems.append(
+                (
+                    f"the task is {t.state} but no merged commit is recorded (R-CMP-06)",
+                    "complete the task with 'taskgate complete'",
+                )
+            )
+        elif not _is_ancestor(ws, str(merged), f"refs/heads/{t.base_branch}"):
+            problems.append(
+                (
+                    f"the merged commit {str(merged)[:12]} is not on "
+                    f"{t.base_branch}: the main branch was rewritten",
+                    "restore the main branch from its reflog",
+                )
+            )
+        return problems
+    branches = [name] + [f"{name}-{a}" for a in t.required_agents]
+    agents_ready = t.state != State.INIT.value and (t.pending or {}).get("op") != (
+        "create_agent_worktrees"
+    )
+    if (t.pending or {}).get("op") == "create_task_worktree":
+        return problems
+    if not agents_ready:
+        branches = branches[:1]
+    missing = [b for b in branches if not gitrepo.branch_exists(ws.repo, b)]
+    for b in missing:
+        problems.append(
+            (
+                f"branch {b} is missing (R-WTB-01, R-WTB-02)",
+                "restore it from the reflog (git branch <name> <sha>); taskgate never "
+                "fabricates a branch (R-REC-11)",
+            )
+        )
+    if not t.released:
+        worktrees = {p.resolve(): b for p, b in gitrepo.worktree_paths(ws.repo).items()}
+        expected = [(ws.task_worktree(name), name)]
+        if agents_ready:
+            expected += [(ws.agent_worktree(name, a), f"{name}-{a}") for a in t.required_agents]
+        for path, branch in expected:
+            actual = worktrees.get(path.resolve(), "<none>") if path.exists() else "<none>"
+            if actual == "<none>":
+                problems.append((f"worktree {path} is missing (R-WTB-01)", recover))
+            elif actual != branch:
+                problems.append(
+                    (
+                        f"worktree {path} is on {actual or 'a detached HEAD'}, not {branch}",
+                        f"git -C {path} checkout {branch}",
+                    )
+                )
+    if name in missing or t.extra.get("squash_sha"):
+        return problems  # after the squash (R-CMP-01) the recorded commits are replaced
+    recorded: dict[str, str] = {}
+    if t.base_sha:
+        recorded.setdefault(t.base_sha, "the base commit")
+    for v in snap.validations:
+        recorded.setdefault(v.head_sha, f"the commit validated at {v.at}")
+    for d in snap.verdicts:
+        recorded.setdefault(d.head_sha, f"the commit {d.agent} reviewed at {d.at}")
+    for a in snap.approvals:
+        if a.kind == "changes" and a.revoked_at is None:
+            recorded.setdefault(a.bound_to, f"the commit approved at {a.approved_at}")
+    sha = (t.checkpoint or {}).get("commit_sha")
+    if sha:
+        recorded.setdefault(str(sha), "the checkpoint commit")
+    for sha, what in recorded.items():
+        if sha and not _is_ancestor(ws, sha, f"refs/heads/{name}"):
+            problems.append(
+                (
+                    f"{what} ({sha[:12]}) is no longer on branch {name}: the branch "
+                    "was rewritten behind taskgate's back",
+                    f"restore branch {name} from its reflog (git -C "
+                    f"{ws.task_worktree(name)} reset --hard {sha[:12]}) or validate, "
+                    "review and present the new history again",
+                )
+            )
+    return problems
+
+
+def check_git(ws: Workspace, snap: TaskSnapshot) -> ac.CheckResult:
+    """Branches, worktrees and recorded commits agree with the repository."""
+    findings = [
+        ac.Finding(
+            evidence,
+            fix,
+            "git was changed outside taskgate (reset, rebase, branch or worktree removal) or a "
+            "journaled step was interrupted",
+        )
+        for evidence, fix in git_problems(ws, snap)
+    ]
+    return ac.CheckResult(
+        "git",
+        "git matches the record (branches, worktrees, recorded and merged commits)",
+        ("R-WTB-01", "R-WTB-02", "R-CMP-06", "R-REC-11"),
+        tuple(findings),
+    )
+
+
+def render_text(audits: list[TaskAudit]) -> str:
+    """Human output: one verdict per task, each failed check with evidence, fix and cause."""
+    lines: list[str] = []
+    for a in audits:
+        failed = [c for c in a.checks if not c.passed]
+        verdict = "PASSED" if a.passed else f"FAILED ({len(failed)} of {len(a.checks)} checks)"
+        lines.append(f"audit {a.task} ({a.state}): {verdict}")
+        for c in a.checks:
+            lines.append(f"  {'PASS' if c.passed else 'FAIL'}  {c.id:<16} {c.title}")
+            for f in c.findings:
+                lines += [
+                    f"        evidence:   {f.evidence}",
+                    f"        fix:        {f.fix}",
+                    f"        root cause: {f.root_cause}",
+                ]
+            lines += [f"        note: {n}" for n in c.notes]
+    overall = all(a.passed for a in audits)
+    if len(audits) != 1:
+        lines.append(f"{len(audits)} task(s) audited: {'PASSED' if overall else 'FAILED'}")
+    return "\n".join(lines) or "no tasks started yet"

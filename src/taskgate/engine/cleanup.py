@@ -1,0 +1,380 @@
+"""`taskgate cleanup T`: COMPLETE → CLEANUP, then remove worktrees and branches (RULES §14).
+
+Nothing is deleted unless it is proven delivered: every branch tip must be reachable from main,
+or from the approved task history whose squash is on main (the squash rewrote that history, so
+merged agent commits are delivered by content, not by ancestry), and every worktree must be
+clean. Otherwise cleanup refuses and lists what would be lost, or with `--quarantine` keeps it
+under `refs/taskgate/quarantine/<branch>-<timestamp>` first. Branches are deleted by exact
+name and only while they still point at the inspected commit (R-CLN-03, C-63). The task
+directory with task.md, reports, views and the audit trail stays (R-CLN-06, C-31).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from taskgate import failpoints
+from taskgate.engine.core import Engine, current_state
+from taskgate.engine.facts import gather, task_path
+from taskgate.engine.flow import apply_transition, refuse_if
+from taskgate.errors import ForeignTask, NeedsHuman, Refused
+from taskgate.git import ops
+from taskgate.git import repo as gitrepo
+from taskgate.git.cmd import git, git_out
+from taskgate.process import clean_env, run
+from taskgate.protocol import transitions
+from taskgate.protocol.states import State
+from taskgate.protocol.violations import Violation
+from taskgate.store.base import Tx
+from taskgate.store.records import TaskSnapshot
+
+OP = "cleanup"
+QUARANTINE_PREFIX = "refs/taskgate/quarantine/"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One branch the task created, with its worktree and what deleting it would lose."""
+
+    branch: str
+    worktree: Path
+    tip: str | None  # None: the branch is already gone
+    lost_commits: tuple[str, ...] = ()  # "sha subject" not delivered to main
+    dirty: tuple[str, ...] = ()  # uncommitted or untracked paths, or an unfinished operation
+
+    @property
+    def at_risk(self) -> bool:
+        """Deleting this item would lose work."""
+        return bool(self.lost_commits or self.dirty)
+
+    def to_json(self) -> dict[str, Any]:
+        """Stable JSON shape for `--json` and refusals."""
+        return {
+            "branch": self.branch,
+            "worktree": str(self.worktree),
+            "tip": self.tip,
+            "unmerged_commits": list(self.lost_commits),
+            "uncommitted": list(self.dirty),
+        }
+
+
+@dataclass(frozen=True)
+class CleanupResult:
+    """What cleanup removed, kept and quarantined."""
+
+    task: str
+    state: str
+    removed_worktrees: list[str] = field(default_factory=list)
+    deleted_branches: list[str] = field(default_factory=list)
+    quarantined: dict[str, str] = field(default_factory=dict)  # branch -> ref
+    main_build: dict[str, Any] = field(default_factory=dict)
+    already_clean: bool = False
+
+
+def _items(engine: Engine, snap: TaskSnapshot) -> list[Item]:
+    """R-CLN-03: T and T-A for each required agent, by exact name; agents first."""
+    t = snap.task
+    ws = engine.ws
+    pairs = [(f"{t.name}-{a}", ws.agent_worktree(t.name, a)) for a in t.required_agents]
+    pairs.append((t.name, ws.task_worktree(t.name)))
+    repo = ws.repo
+    tips = gitrepo.branch_tips(repo)
+    delivered = [t.base_branch]
+    approved, squash = t.extra.get("approved_sha"), t.extra.get("squash_sha")
+    if approved and squash and ops.is_ancestor(repo, str(squash), t.base_branch):
+        delivered.append(str(approved))
+    result = []
+    for branch, wt in pairs:
+        tip = tips.get(branch)
+        lost: tuple[str, ...] = ()
+        if tip:
+            out = git_out("log", "--format=%h %s", tip, "--not", *delivered, "--", cwd=repo)
+            lost = tuple(out.splitlines())
+        dirty: tuple[str, ...] = ()
+        if gitrepo.is_worktree(wt):
+            busy = gitrepo.in_progress(wt)
+            dirty = tuple(gitrepo.dirty_files(wt)) + ((f"(unfinished {busy})",) if busy else ())
+        result.append(Item(branch, wt, tip, lost, dirty))
+    return result
+
+
+def _lost_text(items: list[Item]) -> str:
+    lines = []
+    for item in items:
+        for commit in item.lost_commits:
+            lines.append(f"  {item.branch}: unmerged commit {commit}")
+        for path in item.dirty:
+            lines.append(f"  {item.worktree}: uncommitted {path}")
+    return "\n".join(lines)
+
+
+def _quarantine(engine: Engine, item: Item, stamp: str) -> str:
+    """Keep an item's work under refs/taskgate/quarantine/<branch>-<stamp>; returns the ref."""
+    repo = engine.ws.repo
+    ref = f"{QUARANTINE_PREFIX}{item.branch}-{stamp}"
+    existing = gitrepo.rev_parse(repo, ref)
+    if existing:
+        return ref  # quarantined before a crash
+    target = item.tip or ""
+    if item.dirty and gitrepo.is_worktree(item.worktree):
+        target = _snapshot(engine, item)
+    if target and not ops.update_ref(repo, ref, target, ops.ZERO):
+        raise Refused(f"could not create {ref}", [], hint="run the command again")
+    return ref
+
+
+def _snapshot(engine: Engine, item: Item) -> str:
+    """A commit of the worktree's files including untracked ones, made with a private index
+    so the worktree itself is not touched."""
+    wt = item.worktree
+    gitdir = gitrepo.git_dir(wt)
+    assert gitdir is not None
+    index = gitdir / "taskgate-quarantine.index"
+    env = {"GIT_INDEX_FILE": str(index)}
+    head = gitrepo.rev_parse(wt, "HEAD")
+    try:
+        if head:
+            git("read-tree", head, cwd=wt, env=env)
+        git("add", "-A", ".", cwd=wt, env=env)
+        tree = git("write-tree", cwd=wt, env=env).stdout.strip()
+    finally:
+        index.unlink(missing_ok=True)
+    message = f"taskgate quarantine: uncommitted work in {wt}\n"
+    return ops.commit_tree(wt, tree, [head] if head else [], message, date=engine.now())
+
+
+def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
+    """R-CMP-08 / C-83: the delivered commit builds and its files exist on main.
+
+    The build runs in the task worktree, which after the fast-forward sits exactly at the
+    merged commit: the same tree as main at that commit, without touching the user's main
+    worktree (which may hold their own untracked files). A failure blocks CLEANUP and needs
+    the user (exit 4); main has already advanced, so reverting is theirs to decide.
+    """
+    t = snap.task
+    repo = engine.ws.repo
+    merged = str(t.extra.get("merged_sha") or "")
+    if not merged or not ops.is_ancestor(repo, merged, t.base_branch):
+        raise Refused(
+            f"{t.base_branch} does not contain the task commit {merged[:12] or '?'}",
+            [Violation("R-CLN-01", "CLEANUP starts only after main shows the task commit")],
+            hint=f"run 'taskgate complete {t.name}'",
+        )
+    for e in snap.events:  # verified already (cleanup rerun after a crash)
+        p = e.payload
+        if (
+            e.kind == "validation"
+            and p.get("on_main")
+            and p.get("head_sha") == merged
+            and (p.get("result") == "SUCCESS")
+        ):
+            return dict(p)
+    report: dict[str, Any] = {"on_main": True, "head_sha": merged, "branch": t.base_branch}
+    if State.IMPLEMENTATION in task_path(snap):  # "the delivered module must exist on main"
+        present = ops.all_paths(repo, t.base_branch)
+        info = ops.commit(repo, merged)
+        missing = [p for p in info.created + info.modified if p not in present]
+        if missing:
+            _escalate(engine, t.name, f"delivered files missing on {t.base_branch}: "
+                      f"{', '.join(missing[:10])}", report | {"missing": missing})  # fmt: skip
+    commands = engine.ws.config.validation.commands
+    if not commands:
+        return report | {"result": "SKIPPED", "reason": "no [validation] commands (C-80)"}
+    wt = engine.ws.task_worktree(t.name)
+    if gitrepo.head_sha(wt) != merged:
+        raise Refused(
+            f"the task worktree is not at the merged commit {merged[:12]}",
+            [Violation("R-CMP-08", "the build of the delivered commit must pass")],
+            hint=f"run 'taskgate recover {t.name}'",
+        )
+    timeout = engine.ws.config.validation.timeout_minutes * 60
+    ran = []
+    for cmd in commands:
+        result = run(cmd, cwd=wt, env=clean_env(), timeout=timeout)
+        ran.append(" ".join(cmd))
+        if not result.ok:
+            tail = (result.stdout + result.stderr)[-2000:]
+            _escalate(
+                engine,
+                t.name,
+                f"the build of {t.base_branch} at {merged[:12]} fails: {' '.join(cmd)} exited "
+                f"{result.returncode}",
+                report | {"command": " && ".join(ran), "exit_code": result.returncode,
+                          "result": "FAILURE", "output_tail": tail},
+            )  # fmt: skip
+    report |= {"command": " && ".join(ran), "exit_code": 0, "result": "SUCCESS"}
+
+    def record(tx: Tx, current: TaskSnapshot) -> None:
+        engine.event(tx, t.name, "validation", report)
+        engine.touch(tx, current)
+
+    engine.step(t.name, record)
+    return report
+
+
+def _escalate(engine: Engine, task: str, issue: str, report: dict[str, Any]) -> None:
+    """Record the failed check, then stop for the user (R-REC-16 message shape)."""
+
+    def record(tx: Tx, current: TaskSnapshot) -> None:
+        engine.event(tx, task, "validation", report | {"result": "FAILURE"})
+        engine.touch(tx, current)
+
+    engine.step(task, record)
+    raise NeedsHuman(
+        f"Issue: {issue}\nCurrent State: COMPLETE (CLEANUP blocked, R-CMP-08, C-83)\n"
+        "Impact: main already contains the task commit\n"
+        "Options: 1. fix forward in a new task; 2. revert the commit on main (with your "
+        "consent); 3. Abandon task and select alternative\nPlease advise on how to proceed.",
+        hint=f"fix main, then run 'taskgate cleanup {task}' again",
+    )
+
+
+def cleanup(engine: Engine, task: str, *, quarantine: bool = False) -> CleanupResult:
+    """Enter CLEANUP and remove the task's worktrees and branches; idempotent (R-CLN-07)."""
+    snap = engine.require_snapshot(task)
+    t = snap.task
+    state = current_state(t)
+    build: dict[str, Any] = {}
+    if state is State.CLEANUP:
+        if t.session_id != engine.require_session():
+            raise ForeignTask(
+                f"'{task}' was cleaned up by session {t.session_id}",
+                hint=f"run it as that session (--session {t.session_id})",
+            )
+        if not t.pending or t.pending.get("op") != OP:
+            return _finish(engine, snap, {}, already=True)
+    elif state is State.COMPLETE:
+        engine.require_owner(t)
+        items = _items(engine, snap)
+        at_risk = [i for i in items if i.at_risk]
+        if at_risk and not quarantine:
+            raise Refused(
+                f"cleanup of '{task}' would lose work:\n{_lost_text(at_risk)}",
+                [
+                    Violation(
+                        "R-CLN-03",
+                        "only branches reachable from main and clean worktrees are deleted",
+                    )
+                ],
+                hint="merge or commit the work (taskgate merge / git commit), or rerun with "
+                f"--quarantine to keep it under {QUARANTINE_PREFIX}; nothing was deleted",
+            )
+        build = verify_main_build(engine, engine.require_snapshot(task))
+        stamp = engine.now().replace("-", "").replace(":", "")
+
+        def enter(tx: Tx, current: TaskSnapshot) -> None:
+            facts = gather(engine, current)
+            refuse_if(transitions.check(facts, State.CLEANUP), "COMPLETE -> CLEANUP")
+            apply_transition(
+                engine,
+                tx,
+                current,
+                State.CLEANUP,
+                reason="merge verified, build on main passed",
+                evidence={"main_build": build},
+                pending={
+                    "op": OP,
+                    "quarantine": quarantine,
+                    "stamp": stamp,
+                    "tips": {i.branch: i.tip for i in items},
+                },
+            )
+
+        engine.step(task, enter)
+        failpoints.hit("cleanup:after-transition")
+    else:
+        raise Refused(
+            f"cleanup runs after COMPLETE, the task is in {state}",
+            [Violation("R-TRN-19", "COMPLETE -> CLEANUP only after the merge")],
+            hint=f"run 'taskgate complete {task}' first",
+        )
+    return _remove(engine, task, quarantine=quarantine, build=build)
+
+
+def _remove(engine: Engine, task: str, *, quarantine: bool, build: dict[str, Any]) -> CleanupResult:
+    """The journaled git work: quarantine, remove worktrees, delete branches (each idempotent)."""
+    snap = engine.require_snapshot(task)
+    pending = dict(snap.task.pending or {})
+    quarantine = quarantine or bool(pending.get("quarantine"))
+    repo = engine.ws.repo
+    items = _items(engine, snap)  # again: work may have appeared since the check
+    at_risk = [i for i in items if i.at_risk]
+    if at_risk and not quarantine:
+        raise Refused(
+            f"cleanup of '{task}' stopped: this work appeared and would be lost:\n"
+            f"{_lost_text(at_risk)}",
+            [Violation("R-CLN-04", "cleanup never deletes undelivered work")],
+            hint=f"merge or commit it, or run 'taskgate cleanup {task} --quarantine'",
+        )
+    quarantined = {i.branch: _quarantine(engine, i, str(pending["stamp"])) for i in at_risk}
+    failpoints.hit("cleanup:after-quarantine")
+    removed, deleted = [], []
+    with gitrepo.repo_lock(engine.ws.common_dir):
+        for item in items:
+            if gitrepo.remove_worktree(repo, item.worktree):
+                removed.append(str(item.worktree))
+            failpoints.hit("cleanup:after-worktree")
+        for item in items:
+            # Compare-and-swap on the tip inspected above: a branch that moved since is kept,
+            # and the final check reports it (R-CLN-04).
+            if item.tip and ops.delete_ref(repo, f"refs/heads/{item.branch}", item.tip):
+                deleted.append(item.branch)
+    failpoints.hit("cleanup:after-branches")
+    return _finish(
+        engine,
+        engine.require_snapshot(task),
+        {"removed": removed, "deleted": deleted, "quarantined": quarantined, "build": build},
+    )
+
+
+def _finish(
+    engine: Engine, snap: TaskSnapshot, done: dict[str, Any], *, already: bool = False
+) -> CleanupResult:
+    """R-CLN-04: verify nothing named remains, then clear the journal (lock stays released)."""
+    t = snap.task
+    repo = engine.ws.repo
+    names = {t.name, *(f"{t.name}-{a}" for a in t.required_agents)}
+    left_branches = sorted(names & set(gitrepo.branch_tips(repo)))
+    wts = {str(p) for p in gitrepo.worktree_paths(repo)}
+    wanted = [engine.ws.task_worktree(t.name)] + [
+        engine.ws.agent_worktree(t.name, a) for a in t.required_agents
+    ]
+    left_wts = sorted(str(p) for p in wanted if str(p) in wts or str(p.resolve()) in wts)
+    if left_branches or left_wts:
+        raise Refused(
+            f"cleanup of '{t.name}' is incomplete: branches {left_branches}, worktrees {left_wts}",
+            [Violation("R-CLN-04", "no deleted name may remain in git worktree/branch lists")],
+            hint=f"run 'taskgate cleanup {t.name}' again (add --quarantine to keep the work)",
+        )
+    if not already:
+
+        def clear(tx: Tx, current: TaskSnapshot) -> None:
+            engine.event(
+                tx,
+                t.name,
+                "cleanup",
+                {
+                    "removed_worktrees": done.get("removed", []),
+                    "deleted_branches": done.get("deleted", []),
+                    "quarantined": done.get("quarantined", {}),
+                },
+            )
+            engine.touch(tx, current, pending=None)
+
+        engine.step(t.name, clear, owner=False)  # the lock was released on entering CLEANUP
+    quarantined = dict(done.get("quarantined", {}))
+    if already:
+        for e in snap.events:
+            if e.kind == "cleanup":
+                quarantined = dict(e.payload.get("quarantined") or {})
+    return CleanupResult(
+        task=t.name,
+        state=State.CLEANUP.value,
+        removed_worktrees=list(done.get("removed", [])),
+        deleted_branches=list(done.get("deleted", [])),
+        quarantined=quarantined,
+        main_build=dict(done.get("build", {})),
+        already_clean=already,
+    )

@@ -1,0 +1,559 @@
+"""`taskgate recover`: the RULES §16 decision tree, safe repairs, and the escalation message.
+
+Diagnosis reads only. `--repair` acts only on what is safe and owned by this session: it
+resumes interrupted journaled steps, records agent retries (P2), re-renders wrong views and
+recreates missing worktrees from existing branches (P4, R-REC-11). Every repair is journaled
+(`pending` on the task row) and audited (a `recovery` event); detection then runs again
+(R-REC-13). What cannot be repaired becomes the D-REC-3 escalation message (exit 4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from taskgate import failpoints
+from taskgate.engine import audit as audit_mod
+from taskgate.engine.clock import parse_time
+from taskgate.engine.core import Engine, owner_alive
+from taskgate.engine.status import recovery_hint
+from taskgate.errors import Corrupted, UsageError
+from taskgate.git import repo as gitrepo
+from taskgate.protocol import audit_checks as ac
+from taskgate.protocol.buildfail import FailureType, classify_failure
+from taskgate.protocol.partial import AgentState, detect
+from taskgate.protocol.states import BUILD_RECOVERY_MAX_ITER, State
+from taskgate.store.base import Tx
+from taskgate.store.records import TaskSnapshot
+
+# The command that resumes each journaled step (DESIGN.md: re-running it is idempotent).
+RESUME_COMMANDS = {
+    "create_task_worktree": "taskgate start {task}",
+    "create_agent_worktrees": "taskgate classify {task}",
+    "recover_worktrees": "taskgate recover {task} --repair",
+    "complete": "taskgate complete {task}",
+    "cleanup": "taskgate cleanup {task}",
+}
+# The ones recover resumes itself with --repair; the others it points at.
+_RESUMED_HERE = ("create_task_worktree", "create_agent_worktrees", "recover_worktrees")
+_AGENT_PHASES = (State.REQUIREMENTS.value, State.IMPLEMENTATION.value, State.REVIEW.value)
+_DONE = (State.COMPLETE.value, State.CLEANUP.value)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One R-REC-08 detection check."""
+
+    number: int
+    name: str
+    passed: bool
+    detail: str = ""
+    repairable: bool = False
+
+
+@dataclass
+class Diagnosis:
+    """What the decision tree found for one task (R-REC-01: first matching procedure wins)."""
+
+    task: str
+    state: str
+    procedure: str = "none"  # "P1" | "P2" | "P3" | "P4" | "none"
+    summary: str = "no recovery needed"
+    actions: list[str] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    escalation: str | None = None
+    foreign: bool = False
+    repairable: bool = False
+    repaired: list[str] = field(default_factory=list)
+    attempts: list[str] = field(default_factory=list)
+    retry: list[str] = field(default_factory=list)  # P2: agents to re-invoke
+    corrupt: bool = False  # some R-REC-08 check failed
+
+    def to_json(self) -> dict[str, Any]:
+        """Stable JSON shape."""
+        return {
+            "task": self.task,
+            "state": self.state,
+            "procedure": self.procedure,
+            "summary": self.summary,
+            "actions": self.actions,
+            "checks": [c.__dict__ for c in self.checks],
+            "repairable": self.repairable,
+            "repaired": self.repaired,
+            "foreign": self.foreign,
+            "corrupt": self.corrupt,
+            "escalation": self.escalation,
+        }
+
+
+def escalation_message(
+    task: str, *, issue: str, state: str, attempts: str, impact: str, option1: str, option2: str
+) -> str:
+    """D-REC-3 filled in (R-REC-16): option 3 is always to abandon and select an alternative."""
+    return (
+        f"Task '{task}' encountered a recovery scenario requiring user guidance:\n\n"
+        f"**Issue**: {issue}\n"
+        f"**Current State**: {state}\n"
+        f"**Recovery Attempts**: {attempts}\n"
+        f"**Impact**: {impact}\n\n"
+        f"**Options**:\n"
+        f"1. {option1}\n"
+        f"2. {option2}\n"
+        f"3. Abandon task and select alternative\n\n"
+        f"Please advise on how to proceed."
+    )
+
+
+def store_escalation(task: str, error: str) -> str:
+    """R-REC-12: an unreadable store (the lock record) is never repaired automatically."""
+    return escalation_message(
+        task or "(all tasks)",
+        issue=f"the task record cannot be read: {error}",
+        state="unknown (the store does not parse)",
+        attempts="none: a corrupt lock record is never repaired automatically (R-REC-12)",
+        impact="the task's state, lock, approvals and audit trail; branches and worktrees are "
+        "untouched in git",
+        option1="Delete the task record and restart from scratch (move .taskgate/state.db "
+        "aside; pros: clean start; cons: the audit trail and approvals are lost)",
+        option2="Reconstruct the record from git history (branches T and T-A, commit tags, "
+        "the views' last rendering; pros: keeps the work; cons: manual, approvals must be "
+        "given again)",
+    )
+
+
+# -- detection -----------------------------------------------------------------------------------
+
+
+def diagnose(engine: Engine, snap: TaskSnapshot, attempts: tuple[str, ...] = ()) -> Diagnosis:
+    """Apply the decision tree in order (R-REC-01) to one task; reads only."""
+    t = snap.task
+    d = Diagnosis(t.name, t.state, attempts=list(attempts))
+    d.checks = corruption_checks(engine, snap)
+    if t.released:
+        # Nothing to repair without an owner: a released task is claimed again first.
+        d.summary = (
+            "task finished"
+            if t.state == State.CLEANUP.value
+            else f"the lock was released at {t.lock_released_at} (state kept)"
+        )
+        d.actions = (
+            []
+            if t.state == State.CLEANUP.value
+            else [f"claim it again with 'taskgate start {t.name}', then recover"]
+        )
+        d.actions += [f"check {c.number} {c.name}: {c.detail}" for c in d.checks if not c.passed]
+        return d
+    session_check = next(c for c in d.checks if c.number == 3)
+    if not session_check.passed and engine.session_id:
+        # R-REC-10, C-44: another session's task is foreign, never "repaired".
+        d.procedure, d.foreign = "P4", True
+        d.summary = f"'{t.name}' is owned by {t.session_id}: foreign, select an alternative task"
+        d.actions = ["select another task: taskgate next (R-LCK-04, R-REC-10)"]
+        return d
+    # R-REC-01: the first matching procedure is the one applied. P4's six checks run in any
+    # case: P1-P3 act on the record, so a record that is itself corrupt must surface too.
+    _ = _interrupted(engine, snap, d) or _partial(engine, snap, d) or _build_failure(snap, d)
+    _corruption(snap, d)
+    return d
+
+
+def _interrupted(engine: Engine, snap: TaskSnapshot, d: Diagnosis) -> bool:
+    """P1: a journaled step in flight, or a long-lived owner that died (R-REC-02..07)."""
+    t = snap.task
+    op = (t.pending or {}).get("op")
+    dead = owner_alive(t, engine.host) is False and not t.released
+    if not op and not dead:
+        return False
+    d.procedure = "P1"
+    if op:
+        command = RESUME_COMMANDS.get(str(op), f"taskgate {str(op).split('_')[0]} {{task}}")
+        d.summary = f"session interrupted during the journaled step {op!r}"
+        d.actions = [f"resume it: {command.format(task=t.name)} (idempotent)"]
+        d.repairable = op in _RESUMED_HERE
+    else:
+        d.summary = f"session interrupted: the owner process {t.owner_pid} is gone"
+        d.actions = [f"take over with 'taskgate start {t.name}' from a new session"]
+    d.actions.append(f"then: {recovery_hint(snap)} (D-REC-1)")
+    return True
+
+
+def _partial(engine: Engine, snap: TaskSnapshot, d: Diagnosis) -> bool:
+    """P2 (D-AST-1): agents not all COMPLETE in an agent phase; escalate at 3 retries."""
+    t = snap.task
+    if t.state not in _AGENT_PHASES or t.released:
+        return False
+    if t.state == State.REVIEW.value:
+        return False  # reviewers answer with verdicts, not status (R-REC-03 via P1's table)
+    states = []
+    for name in t.required_agents:
+        row = snap.agent(name)
+        current = row if row is not None and row.phase == t.state else None
+        updated = None
+        if current is not None and current.updated_at:
+            try:
+                updated = parse_time(current.updated_at)
+            except ValueError:
+                updated = None  # C-82: unparseable is a timeout
+        states.append(
+            AgentState(
+                name,
+                current.status if current else None,
+                updated,
+                current.message if current else "",
+                current.retry_count if current else 0,
+            )
+        )
+    cfg = engine.ws.config.protocol
+    report = detect(
+        states,
+        engine.clock(),
+        timeout_min=cfg.agent_timeout_minutes,
+        max_retries=cfg.max_agent_retries,
+    )
+    if report.all_complete:
+        return False
+    d.procedure = "P2"
+    d.summary = f"agent partial completion in {t.state}: {report.summary}"
+    d.actions = [line.text for line in report.lines] + [report.recommendation]
+    exhausted = [line for line in report.lines if line.action == "escalate"]
+    if exhausted:  # R-AST-07, R-REC-15 case 1
+        names = ", ".join(line.agent for line in exhausted)
+        d.escalation = escalation_message(
+            t.name,
+            issue=f"{names} still failing after {cfg.max_agent_retries} retries (R-AST-07)",
+            state=f"{t.state}, owned by {t.session_id}",
+            attempts="; ".join(f"{line.agent}: {line.text}" for line in exhausted),
+            impact=f"the {t.state.lower()} work of {names}; completed agents keep their work",
+            option1=f"Re-invoke {names} once more with more guidance (pros: keeps the plan; "
+            "cons: may fail again)",
+            option2=f"Return to CLASSIFIED to re-select agents (taskgate transition {t.name} "
+            "CLASSIFIED --reason ...; pros: fixes a wrong selection; cons: redoes requirements)",
+        )
+    d.retry = [line.agent for line in report.lines if line.action == "re-invoke"]
+    d.repairable = bool(d.retry)
+    return True
+
+
+def _build_failure(snap: TaskSnapshot, d: Diagnosis) -> bool:
+    """P3 (D-VAL-1): the latest build in VALIDATION failed; classify and route it."""
+    t = snap.task
+    if t.state != State.VALIDATION.value or not snap.validations or snap.validations[-1].success:
+        return False
+    latest = snap.validations[-1]
+    failure = classify_failure(latest.output_tail)
+    entered = max((r.index for r in snap.transitions if r.target == t.state), default=-1)
+    entered_at = snap.transitions[entered].at if entered >= 0 else ""
+    failures = sum(1 for v in snap.validations if not v.success and v.at >= entered_at)
+    d.procedure = "P3"
+    d.summary = (
+        f"build failure in VALIDATION ({failure.type}: {failure.detail}); "
+        f"responsible: {failure.responsible}"
+    )
+    if failure.responsible == "main":
+        d.actions = [
+            f"the main agent fixes it in the task worktree, then: taskgate validate {t.name}"
+        ]
+    elif failure.type is not FailureType.UNKNOWN:
+        d.actions = [
+            f"re-delegate to {failure.responsible}: taskgate transition {t.name} "
+            f"IMPLEMENTATION --reason 'build failure: {failure.type}' (C-49)"
+        ]
+    if failure.type is FailureType.UNKNOWN or failures >= BUILD_RECOVERY_MAX_ITER:
+        why = (
+            "an unknown build failure (R-VAL-08)"
+            if failure.type is FailureType.UNKNOWN
+            else f"{failures} failed builds in a row (C-65)"
+        )
+        d.escalation = escalation_message(
+            t.name,
+            issue=f"{why}: '{latest.command}' exited {latest.exit_code}",
+            state=f"VALIDATION, owned by {t.session_id}, HEAD {latest.head_sha[:12]}",
+            attempts=f"{failures} validation run(s) since entering VALIDATION",
+            impact="the task branch's implementation; nothing is lost, the build does not pass",
+            option1="Investigate the build log together (taskgate status --json shows the tail)",
+            option2=f"Re-delegate to an agent (taskgate transition {t.name} IMPLEMENTATION "
+            "--reason 'build failure')",
+        )
+    return True
+
+
+def corruption_checks(engine: Engine, snap: TaskSnapshot) -> list[Check]:
+    """R-REC-08's six checks, with the store as the lock and the views as its rendering."""
+    ws, t = engine.ws, snap.task
+    view_problems = audit_mod.view_problems(ws, snap)
+    checks = [
+        Check(
+            1,
+            "lock exists",
+            True,
+            f"store row at seq {t.seq}"
+            + (f", released at {t.lock_released_at}" if t.released else ""),
+        ),
+        Check(
+            2,
+            "lock record and views are valid",
+            not view_problems,
+            "; ".join(view_problems),
+            repairable=bool(view_problems),
+        ),
+        Check(
+            3,
+            "session matches",
+            not engine.session_id or t.session_id == engine.session_id,
+            f"lock={t.session_id}, current={engine.session_id or '(none)'}",
+        ),
+    ]
+    active = not t.released and t.state not in _DONE
+    pending = (t.pending or {}).get("op")
+    missing_wt: list[str] = []
+    if (
+        active
+        and pending != "create_task_worktree"
+        and not gitrepo.is_worktree(ws.task_worktree(t.name))
+    ):
+        missing_wt.append(t.name)
+    checks.append(
+        Check(
+            4,
+            "task worktree exists",
+            not missing_wt,
+            f"{ws.task_worktree(t.name)} missing" if missing_wt else "",
+            repairable=_branches_exist(ws.repo, missing_wt),
+        )
+    )
+    agents_expected = (
+        active and t.state != State.INIT.value and pending != ("create_agent_worktrees")
+    )
+    missing_agents = [
+        a
+        for a in t.required_agents
+        if agents_expected and not gitrepo.is_worktree(ws.agent_worktree(t.name, a))
+    ]
+    checks.append(
+        Check(
+            5,
+            "agent worktrees exist",
+            not missing_agents,
+            f"missing for {', '.join(missing_agents)}" if missing_agents else "",
+            repairable=_branches_exist(ws.repo, [f"{t.name}-{a}" for a in missing_agents]),
+        )
+    )
+    log = ac.check_transitions(audit_mod.audit_input(ws, snap))
+    empty = not snap.transitions and t.state != State.INIT.value  # R-REC-09, C-70
+    detail = "transition_log is empty" if empty else "; ".join(f.evidence for f in log.findings)
+    checks.append(Check(6, "transition_log consistent", not empty and log.passed, detail))
+    return checks
+
+
+def _branches_exist(repo: Any, branches: list[str]) -> bool:
+    return bool(branches) and all(gitrepo.branch_exists(repo, b) for b in branches)
+
+
+def _corruption(snap: TaskSnapshot, d: Diagnosis) -> None:
+    """P4: report failed checks; what cannot be repaired safely escalates (R-REC-11/12)."""
+    failed = [c for c in d.checks if not c.passed]
+    if not failed:
+        if d.procedure == "none":
+            d.actions = [f"{recovery_hint(snap)} (D-REC-1)"]
+        return
+    t = snap.task
+    d.corrupt = True
+    lines = [f"check {c.number} {c.name}: {c.detail}" for c in failed]
+    if d.procedure == "none":
+        d.procedure = "P4"
+        d.summary = "state corruption: " + "; ".join(f"check {c.number} ({c.name})" for c in failed)
+        d.actions = lines
+    else:
+        d.actions += [f"also P4 {line}" for line in lines]
+    stuck = [c for c in failed if not c.repairable]
+    d.repairable = d.repairable or not stuck
+    if stuck:
+        d.repairable = False
+        d.escalation = escalation_message(
+            t.name,
+            issue="; ".join(f"{c.name}: {c.detail}" for c in stuck),
+            state=f"{t.state}, owned by {t.session_id}"
+            + (f", released at {t.lock_released_at}" if t.released else ""),
+            attempts="; ".join(d.attempts)
+            or "diagnosis only; these cannot be repaired "
+            "automatically (a branch is never fabricated, R-REC-11; an inconsistent "
+            "transition_log is never rewritten)",
+            impact="the task's record or worktrees; committed work on existing branches is safe",
+            option1=f"Restore the missing branch or record from git reflog / a backup, then "
+            f"run 'taskgate recover {t.name} --repair' again",
+            option2=f"A human releases the task (taskgate release {t.name} --force) and it "
+            "restarts from INIT",
+        )
+
+
+# -- repair --------------------------------------------------------------------------------------
+
+
+def repair(engine: Engine, snap: TaskSnapshot, d: Diagnosis) -> None:
+    """Apply the safe repair for the selected procedure; journaled and audited."""
+    if d.procedure == "P1":
+        _resume_pending(engine, snap, d)
+    elif d.procedure == "P2":
+        _record_retries(engine, snap, d)
+    if d.corrupt:
+        # The first repair may have fixed the rest (a resumed step re-renders the views).
+        fresh = diagnose(engine, _read(engine, snap.task.name))
+        if fresh.corrupt and fresh.repairable and fresh.escalation is None:
+            _repair_corruption(engine, snap, fresh)
+            d.repaired += fresh.repaired
+
+
+def _resume_pending(engine: Engine, snap: TaskSnapshot, d: Diagnosis) -> None:
+    from taskgate.engine.flow import finish_classification
+    from taskgate.engine.lifecycle import _finish_setup
+
+    op = (snap.task.pending or {}).get("op")
+    if op == "create_task_worktree":
+        _finish_setup(engine, snap.task)
+    elif op == "create_agent_worktrees":
+        finish_classification(engine, snap.task.name)
+    elif op == "recover_worktrees":
+        _recreate_worktrees(engine, snap.task.name)
+    else:
+        return
+    _audit_repair(engine, snap.task.name, "P1", [f"resumed the journaled step {op}"])
+    d.repaired.append(f"resumed the journaled step {op}")
+
+
+def _record_retries(engine: Engine, snap: TaskSnapshot, d: Diagnosis) -> None:
+    """Seed 000 P2 steps 3-5: count the retry of each agent to re-invoke (C-01)."""
+    max_retries = engine.ws.config.protocol.max_agent_retries
+    redo = d.retry
+
+    def body(tx: Tx, current: TaskSnapshot) -> list[str]:
+        done = []
+        for name in redo:
+            row = current.agent(name)
+            if row is None or row.retry_count >= max_retries:
+                continue
+            tx.put_agent(replace(row, retry_count=row.retry_count + 1))
+            done.append(f"{name}: retry {row.retry_count + 1}/{max_retries} recorded, re-invoke it")
+        engine.event(tx, current.task.name, "recovery", {"procedure": "P2", "repaired": done})
+        engine.touch(tx, current)
+        return done
+
+    if redo:
+        d.repaired += engine.step(snap.task.name, body)
+
+
+def _repair_corruption(engine: Engine, snap: TaskSnapshot, d: Diagnosis) -> None:
+    failed = {c.number for c in d.checks if not c.passed and c.repairable}
+    name = snap.task.name
+    if failed & {4, 5}:
+        d.repaired += _recreate_worktrees(engine, name)
+    if 2 in failed:
+        # Re-rendering happens after the step's commit (Engine.step); the event records why.
+        _audit_repair(engine, name, "P4", ["re-rendered the views from the store"])
+        d.repaired.append("re-rendered the views from the store")
+
+
+def _audit_repair(engine: Engine, task: str, procedure: str, repaired: list[str]) -> None:
+    def body(tx: Tx, snap: TaskSnapshot) -> None:
+        engine.event(tx, task, "recovery", {"procedure": procedure, "repaired": repaired})
+        engine.touch(tx, snap)
+
+    engine.step(task, body)
+
+
+def _recreate_worktrees(engine: Engine, task: str) -> list[str]:
+    """R-REC-11: recreate missing worktrees from existing branches; never create a branch."""
+    ws = engine.ws
+
+    def intent(tx: Tx, snap: TaskSnapshot) -> None:
+        if not snap.task.pending:
+            engine.touch(tx, snap, pending={"op": "recover_worktrees"})
+
+    engine.step(task, intent)
+    snap = engine.require_snapshot(task)
+    wanted = [(ws.task_worktree(task), task)]
+    if snap.task.state != State.INIT.value:
+        wanted += [(ws.agent_worktree(task, a), f"{task}-{a}") for a in snap.task.required_agents]
+    made: list[str] = []
+    with gitrepo.repo_lock(ws.common_dir):
+        for path, branch in wanted:
+            if gitrepo.is_worktree(path) or not gitrepo.branch_exists(ws.repo, branch):
+                continue  # re-checked under the lock: another process may have done it
+            gitrepo.ensure_worktree(ws.repo, path, branch, branch)
+            made.append(f"recreated worktree {path} from branch {branch}")
+    failpoints.hit("recover:after-worktrees")
+
+    def done(tx: Tx, current: TaskSnapshot) -> None:
+        engine.touch(tx, current, pending=None)
+        engine.event(tx, task, "recovery", {"procedure": "P4", "repaired": made})
+
+    engine.step(task, done)
+    return made
+
+
+# -- entry point ---------------------------------------------------------------------------------
+
+
+def recover(engine: Engine, task: str | None, *, do_repair: bool) -> list[Diagnosis]:
+    """Diagnose one task (or this session's / every task) and optionally repair, then re-detect."""
+    try:
+        names = _targets(engine, task)
+        snaps = [_read(engine, name) for name in names]
+    except Corrupted as exc:  # R-REC-12: never repaired automatically
+        return [
+            Diagnosis(
+                task or "",
+                "unknown",
+                procedure="P4",
+                summary=exc.message,
+                escalation=store_escalation(task or "", exc.message),
+            )
+        ]
+    result = []
+    for snap in snaps:
+        name = snap.task.name
+        d = diagnose(engine, snap)
+        if do_repair and d.repairable and not d.foreign and d.escalation is None:
+            engine.require_owner(snap.task)  # R-REC-10: only the owner repairs
+            repair(engine, snap, d)
+            attempts = (*d.attempts, *d.repaired)
+            again = diagnose(engine, _read(engine, name), attempts)  # R-REC-13
+            again.repaired = d.repaired
+            if d.corrupt:
+                again.summary += (
+                    " - Automatic recovery failed - manual intervention required"
+                    if again.corrupt
+                    else " - State corruption recovered successfully"
+                )
+            d = again
+        result.append(d)
+    return result
+
+
+def _read(engine: Engine, name: str) -> TaskSnapshot:
+    # A read-only snapshot: diagnosis must not re-render views before it has compared them.
+    return audit_mod.read_snapshots(engine.ws, name)[0]
+
+
+def _targets(engine: Engine, task: str | None) -> list[str]:
+    if task is not None:
+        engine.check_task_name(task)
+        return [task]
+    snaps = audit_mod.read_snapshots(engine.ws, None)
+    mine = [
+        s.task.name for s in snaps if s.task.session_id == engine.session_id and not s.task.released
+    ]
+    if engine.session_id and mine:
+        return mine
+    if not snaps:
+        raise UsageError("no tasks started yet", hint="see 'taskgate todo'")
+    return [s.task.name for s in snaps if not s.task.released]
+
+
+__all__ = [
+    "Corrupted",
+    "Diagnosis",
+    "diagnose",
+    "escalation_message",
+    "recover",
+    "store_escalation",
+]

@@ -1,0 +1,1 @@
+"""Claude Code integration: the `taskgate hook EVENT` dispatcher and `taskgate hooks install`."""

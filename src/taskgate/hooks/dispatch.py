@@ -1,0 +1,363 @@
+"""`taskgate hook EVENT`: one process per Claude Code hook event, failing closed (issue 7).
+
+Reads the documented hook JSON from stdin and prints the documented answer (docs/hooks.md):
+PreToolUse denies with `hookSpecificOutput.permissionDecision = "deny"` and a reason that says
+what to do instead, and prints nothing to allow (the normal permission flow continues);
+SessionStart and UserPromptSubmit inject `additionalContext`; PostToolUse records the audit
+trail's tool usage. cli/main.py calls `run_hook` before building its parser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TextIO
+
+    from taskgate.engine.core import Engine
+    from taskgate.hooks.policy import Verdict
+    from taskgate.store.records import TaskRow
+
+    Handler = Callable[[dict[str, Any]], "dict[str, Any] | None"]
+
+# Tools that only read: always allowed, even when the store is unreadable, so that the person
+# can still inspect (issue 7 "fail closed").
+READ_ONLY = frozenset(
+    {
+        "Read",
+        "Grep",
+        "Glob",
+        "LS",
+        "WebFetch",
+        "WebSearch",
+        "TodoWrite",
+        "BashOutput",
+        "NotebookRead",
+        "ListMcpResourcesTool",
+    }
+)
+WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+AGENT_TOOLS = frozenset({"Task", "Agent"})  # "Task" was renamed "Agent" in Claude Code 2.1
+EVENTS = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "Stop",
+    "SubagentStop",
+    "SessionEnd",
+)
+# States in which a session may end without leaving work half-done (R-CKP-01 checkpoints).
+RESTING = frozenset({"SYNTHESIS", "AWAITING_USER_APPROVAL", "CLEANUP"})
+
+
+class BadInput(Exception):
+    """The hook input is not the documented JSON object."""
+
+
+def run_hook(argv: list[str], stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+    """Handle one event; returns the exit code (0, or 2 for unusable input: blocking)."""
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    event = argv[0] if argv else ""
+    if event in ("-h", "--help"):
+        print(f"usage: taskgate hook EVENT < hook.json  (EVENT: {', '.join(EVENTS)})", file=stdout)
+        return 0
+    if event not in EVENTS:
+        print(
+            f"taskgate hook: unknown event {event!r}; expected one of {', '.join(EVENTS)}\n"
+            "hint: check the hook command in .claude/settings.json (taskgate hooks status)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        data = _parse(stdin.read())
+    except BadInput as exc:
+        return _bad_input(event, str(exc), stdout)
+    handler: Handler = _HANDLERS[event]
+    try:
+        answer = handler(data)
+    except Exception as exc:  # the fail-closed boundary: a bug never allows a guarded call
+        if os.environ.get("TASKGATE_DEBUG"):
+            raise
+        answer = _internal_error(event, data, exc)
+    if answer:
+        print(json.dumps(answer), file=stdout)
+    return 0
+
+
+def _parse(raw: str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise BadInput(f"stdin is not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise BadInput("stdin is not a JSON object")
+    for key in ("session_id", "cwd"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise BadInput(f"the hook input has no {key!r}")
+    if not os.path.isabs(data["cwd"]):
+        raise BadInput("the hook input's cwd is not an absolute path")
+    return data
+
+
+def _bad_input(event: str, why: str, stdout: TextIO) -> int:
+    reason = (
+        f"[R-REC-14] taskgate cannot judge this call: {why}. Nothing was allowed; "
+        "check the Claude Code version against docs/hooks.md"
+    )
+    if event == "PreToolUse":
+        print(json.dumps(_deny_output(reason)), file=stdout)
+        return 0
+    print(f"taskgate hook {event}: {why}", file=sys.stderr)
+    return 2 if event == "UserPromptSubmit" else 0
+
+
+def _deny_output(reason: str) -> dict[str, Any]:
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }
+    }
+
+
+def _context_output(event: str, text: str) -> dict[str, Any]:
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+def _internal_error(event: str, data: dict[str, Any], exc: Exception) -> dict[str, Any] | None:
+    rule = getattr(exc, "rule", "R-REC-14")
+    text = (
+        f"[{rule}] taskgate could not check this call ({type(exc).__name__}: {exc}); "
+        "guarded actions are denied until it can. Run 'taskgate status' or "
+        "'taskgate recover' (read-only tools stay allowed)"
+    )
+    if event == "PreToolUse":
+        if data.get("tool_name") in READ_ONLY:
+            return None
+        return _deny_output(text)
+    print(f"taskgate hook {event}: {text}", file=sys.stderr)
+    if event in ("SessionStart", "UserPromptSubmit"):
+        return _context_output(event, text)
+    return None
+
+
+# -- PreToolUse: the fast path ---------------------------------------------------------------
+
+
+def pre_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
+    """Deny guarded calls that break a rule; print nothing to let the normal flow continue."""
+    verdict = judge(data)
+    return None if verdict.allow else _deny_output(verdict.message())
+
+
+def judge(data: dict[str, Any]) -> Verdict:
+    """The verdict on one PreToolUse input (raises when it cannot be judged: fail closed)."""
+    from taskgate.hooks import policy
+    from taskgate.hooks.context import load_actor, load_layout
+
+    tool = data.get("tool_name")
+    tool_input = data.get("tool_input")
+    if not isinstance(tool, str) or not isinstance(tool_input, dict):
+        raise BadInput("the hook input has no tool_name / tool_input")
+    if tool in READ_ONLY or tool not in WRITE_TOOLS | AGENT_TOOLS | {"Bash"}:
+        return policy.ALLOW
+    cwd = data["cwd"]
+    home = os.path.expanduser("~")
+    layout = load_layout(cwd, home)
+    if layout is None:
+        return policy.ALLOW  # not a taskgate repository
+    agent = data.get("agent_type") or ""
+    agent = agent if isinstance(agent, str) else ""
+    nobody = policy.Actor(None, agent)
+
+    def actor() -> policy.Actor:
+        return load_actor(layout, data["session_id"], agent)
+
+    if tool in WRITE_TOOLS:
+        path = tool_input.get("notebook_path" if tool == "NotebookEdit" else "file_path")
+        if not isinstance(path, str) or not path:
+            raise BadInput(f"{tool} input has no file path")
+        path = os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+        first = policy.check_write(path, layout, nobody)
+        if not first.allow or policy.place(os.path.realpath(path), layout)[0] == "outside":
+            return first
+        return policy.check_write(path, layout, actor())
+    if tool == "Bash":
+        from taskgate.hooks.shell import analyse
+
+        command = tool_input.get("command")
+        if not isinstance(command, str):
+            raise BadInput("Bash input has no command")
+        analysis = analyse(command, cwd, home=home)
+        first = policy.check_bash(analysis, command, layout, nobody)
+        quiet = (
+            not analysis.writes
+            and not analysis.dir_writes
+            and analysis.complete
+            and not any(os.path.basename(c.argv[0]) == "git" for c in analysis.commands if c.argv)
+        )
+        if not first.allow or quiet:
+            return first
+        return policy.check_bash(analysis, command, layout, actor())
+    return policy.check_task_tool(tool_input, actor())
+
+
+# -- the other events: full engine, slower is fine -------------------------------------------
+
+
+def _engine(data: dict[str, Any]) -> Engine | None:
+    from pathlib import Path
+
+    from taskgate.engine.core import Engine
+    from taskgate.engine.workspace import find_workspace
+    from taskgate.errors import UsageError
+
+    try:
+        ws = find_workspace(Path(data["cwd"]))
+    except UsageError:
+        return None
+    if not ws.initialized:
+        return None
+    return Engine(ws, session_id=data["session_id"], cwd=Path(data["cwd"]))
+
+
+def _owned(engine: Engine) -> list[TaskRow]:
+    """Unreleased tasks whose lease names this session (R-LCK-20)."""
+    with engine.store.read() as tx:
+        return [r for r in tx.tasks() if r.session_id == engine.session_id and not r.released]
+
+
+def session_start(data: dict[str, Any]) -> dict[str, Any] | None:
+    """Resume text for the session's task (R-LCK-20, R-CKP-18); export TASKGATE_SESSION."""
+    _export_session(data["session_id"])
+    engine = _engine(data)
+    if engine is None:
+        return None
+    try:
+        owned = _owned(engine)
+        if not owned:
+            text = "No active tasks for current session (taskgate todo lists the tasks)"
+        elif len(owned) > 1:
+            names = ", ".join(r.name for r in owned)
+            text = (
+                f"[R-LCK-20] CORRUPTION: this session holds {len(owned)} task locks "
+                f"({names}); manual intervention required: run 'taskgate recover'"
+            )
+        else:
+            text = _resume_text(engine, owned[0].name)
+    finally:
+        engine.close()
+    return _context_output("SessionStart", text)
+
+
+def _resume_text(engine: Engine, task: str) -> str:
+    from taskgate.engine.status import recovery_hint
+
+    snap = engine.require_snapshot(task)
+    return "\n".join(
+        [
+            f"=== RESUMING TASK: {task} (State: {snap.task.state}) ===",
+            recovery_hint(snap),  # D-REC-1, with the R-CKP-18 checkpoint recovery text
+            f"task worktree: {engine.ws.task_worktree(task)}",
+            f"details: taskgate status {task}",
+        ]
+    )
+
+
+def _export_session(session: str) -> None:
+    # The documented way for SessionStart to give later Bash commands an environment variable.
+    import shlex
+
+    env_file = os.environ.get("CLAUDE_ENV_FILE")
+    if env_file and session.isprintable():
+        with open(env_file, "a", encoding="utf-8") as handle:
+            handle.write(f"export TASKGATE_SESSION={shlex.quote(session)}\n")
+
+
+def user_prompt_submit(data: dict[str, Any]) -> dict[str, Any] | None:
+    """The person's own words: approvals and change requests at a checkpoint, else interruptions."""
+    from taskgate.hooks.record import handle_prompt
+
+    prompt = data.get("prompt")
+    if not isinstance(prompt, str):
+        raise BadInput("UserPromptSubmit input has no prompt")
+    engine = _engine(data)
+    if engine is None:
+        return None
+    try:
+        owned = _owned(engine)
+        if len(owned) != 1:
+            return None
+        text = handle_prompt(engine, owned[0].name, prompt)
+    finally:
+        engine.close()
+    return _context_output("UserPromptSubmit", text)
+
+
+def post_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
+    """R-AUD-03 tool usage record; views edited behind taskgate's back are reported."""
+    from taskgate.hooks.record import record_tool_use
+
+    engine = _engine(data)
+    if engine is None:
+        return None
+    try:
+        owned = _owned(engine)
+        if len(owned) != 1:
+            return None
+        warning = record_tool_use(engine, owned[0].name, data)
+    finally:
+        engine.close()
+    return _context_output("PostToolUse", warning) if warning else None
+
+
+def stop(data: dict[str, Any]) -> dict[str, Any] | None:
+    """Warn when the session stops or ends holding a lock mid-phase (never blocks a stop)."""
+    from taskgate.hooks.record import record_event
+
+    engine = _engine(data)
+    if engine is None:
+        return None
+    event = data.get("hook_event_name") or "Stop"
+    try:
+        owned = _owned(engine)
+        if len(owned) != 1:
+            return None
+        row = owned[0]
+        if event == "SubagentStop":
+            record_event(
+                engine,
+                row.name,
+                "subagent_stop",
+                {"agent": data.get("agent_type") or "", "agent_id": data.get("agent_id")},
+            )
+            return None
+        if event == "SessionEnd":
+            record_event(engine, row.name, "session_end", {"reason": data.get("reason", "")})
+        if row.state in RESTING:
+            return None
+        return {
+            "systemMessage": f"taskgate: this session still holds task '{row.name}' in "
+            f"{row.state}; a new session resumes it with 'taskgate start {row.name}' "
+            "(the lock never expires, R-LCK-21)"
+        }
+    finally:
+        engine.close()
+
+
+_HANDLERS: dict[str, Handler] = {
+    "SessionStart": session_start,
+    "UserPromptSubmit": user_prompt_submit,
+    "PreToolUse": pre_tool_use,
+    "PostToolUse": post_tool_use,
+    "Stop": stop,
+    "SubagentStop": stop,
+    "SessionEnd": stop,
+}

@@ -1,0 +1,653 @@
+"""What a Bash command line may write: a small POSIX shell parser, not a grep (issue 7).
+
+`analyse(command, cwd)` tokenises with shell quoting, splits on `&&`, `||`, `;`, `|`, `&` and
+newlines, follows `cd`, subshells, variable assignments, `bash -c`/`eval` strings and command
+substitutions, and returns every path the command may write (redirections, tee, cp/mv/rm/...,
+`sed -i`, `dd of=`), the simple commands it runs (for the git and taskgate rules), and whether
+the analysis was complete. Interpreter one-liners (`python -c`, `perl -e`, `node -e`) are
+returned as opaque code: the policy treats them as writes when they mention protected paths.
+
+Imports stay minimal (no re, typing or dataclasses): this runs on every Bash tool call.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+SEPARATORS = frozenset({"&&", "||", ";", "|", "|&", "&", "\n", "(", ")"})
+_WRAPPERS_WITH_ARG = {
+    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "--user", "--group"}),
+    "doas": frozenset({"-u", "-C"}),
+    "nice": frozenset({"-n", "--adjustment"}),
+    "ionice": frozenset({"-c", "-n", "-p"}),
+    "stdbuf": frozenset({"-i", "-o", "-e"}),
+    "timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
+    "env": frozenset({"-u", "--unset", "-C", "--chdir", "-S"}),
+    "time": frozenset({"-f", "-o"}),
+}
+_PLAIN_WRAPPERS = frozenset({"nohup", "command", "builtin", "exec", "then", "do", "else", "!"})
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash"})
+_INTERPRETER_FLAGS = {
+    "python": ("-c",),
+    "perl": ("-e", "-E"),
+    "node": ("-e", "-p", "--eval"),
+    "ruby": ("-e",),
+    "php": ("-r",),
+    "deno": ("eval",),
+}
+_REMOVERS = frozenset({"rm", "rmdir", "unlink", "shred", "touch", "mkdir", "mkfifo", "mknod"})
+_MODE_FIRST = frozenset({"chmod", "chown", "chgrp"})
+_SPECIAL_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+
+
+class Word:
+    """One shell word: its expanded text, or `known=False` when it depends on runtime values."""
+
+    __slots__ = ("glob", "known", "text")
+
+    def __init__(self, text: str = "", known: bool = True, glob: bool = False) -> None:
+        self.text = text
+        self.known = known
+        self.glob = glob
+
+
+class Command:
+    """A simple command after wrappers were stripped, with the directories it may run in."""
+
+    __slots__ = ("argv", "cwds", "known")
+
+    def __init__(self, argv: list[str], cwds: tuple[str, ...], known: bool) -> None:
+        self.argv = argv
+        self.cwds = cwds
+        self.known = known
+
+    def __repr__(self) -> str:
+        return f"Command({self.argv!r}, {self.cwds!r})"
+
+
+class Analysis:
+    """Everything one command line may write, and what it runs."""
+
+    __slots__ = ("commands", "complete", "dir_writes", "opaque", "problems", "writes")
+
+    def __init__(self) -> None:
+        self.writes: set[str] = set()  # absolute paths (normalised, symlinks not resolved)
+        self.dir_writes: set[str] = set()  # "something below this directory"
+        self.commands: list[Command] = []
+        self.opaque: list[str] = []  # interpreter code we cannot analyse
+        self.problems: list[str] = []  # why the analysis is incomplete
+        self.complete = True
+
+    def unknown(self, why: str) -> None:
+        """Record that part of the command could not be analysed."""
+        self.complete = False
+        self.problems.append(why)
+
+
+class _Lexer:
+    """Splits a command line into words, operators and redirections (POSIX quoting)."""
+
+    def __init__(self, text: str, state: _State) -> None:
+        self.s = text
+        self.i = 0
+        self.st = state
+        self.heredocs: list[tuple[str, bool]] = []
+
+    def tokens(self) -> Iterator[tuple[str, object]]:
+        """Yield ("op", str), ("redir", (op, Word)), ("word", Word)."""
+        s = self.s
+        while self.i < len(s):
+            c = s[self.i]
+            if c in " \t":
+                self.i += 1
+            elif c == "\\" and s.startswith("\\\n", self.i):
+                self.i += 2
+            elif c == "#":
+                while self.i < len(s) and s[self.i] != "\n":
+                    self.i += 1
+            elif c == "\n":
+                self.i += 1
+                self._skip_heredocs()
+                yield "op", "\n"
+            elif s.startswith(("<(", ">("), self.i):
+                end = _balanced(s, self.i + 1)  # process substitution: its commands run
+                self.st.substitution(s[self.i + 2 : end])
+                self.i = end + 1
+                yield "word", Word("", known=False)
+            elif s.startswith("&>", self.i):
+                self.i += 1
+                yield "redir", self._redirect("&")
+            elif c in ";&|()":
+                yield "op", self._operator()
+            elif c in "<>":
+                yield "redir", self._redirect("")
+            else:
+                word = self._word()
+                if word.known and word.text.isdigit() and self.i < len(s) and s[self.i] in "<>":
+                    yield "redir", self._redirect(word.text)
+                else:
+                    yield "word", word
+
+    def _operator(self) -> str:
+        s, i = self.s, self.i
+        for op in ("&&", "||", "|&", ";;"):
+            if s.startswith(op, i):
+                self.i += len(op)
+                return ";" if op == ";;" else op
+        self.i += 1
+        return s[i]
+
+    def _redirect(self, fd: str) -> tuple[str, Word]:
+        s = self.s
+        start = self.i
+        for op in ("<<<", "<<-", "<<", "<>", ">>", ">|", ">&", "<&", ">", "<"):
+            if s.startswith(op, self.i):
+                self.i += len(op)
+                break
+        op = s[start : self.i]
+        while self.i < len(s) and s[self.i] in " \t":
+            self.i += 1
+        target = self._word()
+        if op in ("<<", "<<-"):
+            self.heredocs.append((target.text, op == "<<-"))
+        return fd + op, target
+
+    def _skip_heredocs(self) -> None:
+        # Here-document bodies are data, never commands.
+        for delim, strip_tabs in self.heredocs:
+            while self.i < len(self.s):
+                end = self.s.find("\n", self.i)
+                end = len(self.s) if end < 0 else end
+                line = self.s[self.i : end]
+                self.i = end + 1
+                if (line.lstrip("\t") if strip_tabs else line) == delim:
+                    break
+        self.heredocs = []
+
+    def _word(self) -> Word:
+        s = self.s
+        out: list[str] = []
+        word = Word()
+        at_start = True
+        while self.i < len(s):
+            c = s[self.i]
+            if c in " \t\n;&|()<>":
+                break
+            if c == "'":
+                end = s.find("'", self.i + 1)
+                end = len(s) if end < 0 else end
+                out.append(s[self.i + 1 : end])
+                self.i = end + 1
+            elif c == '"':
+                self.i += 1
+                self._double_quoted(out, word)
+            elif c == "\\":
+                out.append(s[self.i + 1 : self.i + 2])
+                self.i += 2
+            elif c == "$":
+                self._dollar(out, word)
+            elif c == "`":
+                end = s.find("`", self.i + 1)
+                end = len(s) if end < 0 else end
+                self.st.substitution(s[self.i + 1 : end])
+                word.known = False
+                self.i = end + 1
+            elif c == "~" and at_start:
+                out.append(self.st.home)
+                self.i += 1
+            else:
+                if c in "*?[" or (c == "{" and "," in s[self.i : s.find("}", self.i) + 1]):
+                    word.glob = True
+                out.append(c)
+                self.i += 1
+            at_start = False
+        word.text = "".join(out)
+        return word
+
+    def _double_quoted(self, out: list[str], word: Word) -> None:
+        s = self.s
+        while self.i < len(s) and s[self.i] != '"':
+            c = s[self.i]
+            if c == "\\" and self.i + 1 < len(s) and s[self.i + 1] in '"\\$`\n':
+                out.append(s[self.i + 1])
+                self.i += 2
+            elif c == "$":
+                self._dollar(out, word)
+            elif c == "`":
+                end = s.find("`", self.i + 1)
+                end = len(s) if end < 0 else end
+                self.st.substitution(s[self.i + 1 : end])
+                word.known = False
+                self.i = end + 1
+            else:
+                out.append(c)
+                self.i += 1
+        self.i += 1
+
+    def _dollar(self, out: list[str], word: Word) -> None:
+        s, i = self.s, self.i
+        if s.startswith("$(", i):
+            end = _balanced(s, i + 1)
+            inner = s[i + 2 : end]
+            if not inner.startswith("("):  # $((arithmetic)) runs nothing
+                self.st.substitution(inner)
+            word.known = False
+            self.i = end + 1
+        elif s.startswith("$'", i):
+            end = i + 2
+            while end < len(s) and s[end] != "'":
+                end += 2 if s[end] == "\\" else 1
+            out.append(s[i + 2 : end].replace("\\'", "'"))
+            self.i = end + 1
+        elif s.startswith("${", i):
+            end = s.find("}", i)
+            end = len(s) if end < 0 else end
+            self._variable(s[i + 2 : end], out, word)
+            self.i = end + 1
+        else:
+            j = i + 1
+            while j < len(s) and (s[j].isalnum() or s[j] == "_"):
+                j += 1
+            if j == i + 1:
+                if j < len(s) and s[j] in "?#$!@*-0123456789":
+                    word.known = False
+                    self.i = j + 1
+                    return
+                out.append("$")
+                self.i = j
+                return
+            self._variable(s[i + 1 : j], out, word)
+            self.i = j
+
+    def _variable(self, name: str, out: list[str], word: Word) -> None:
+        value = self.st.vars.get(name)
+        if value is None:
+            word.known = False
+        else:
+            out.append(value)
+
+
+def _balanced(s: str, open_at: int) -> int:
+    """Index of the parenthesis closing the one at `open_at` (quotes respected)."""
+    depth = 0
+    i = open_at
+    while i < len(s):
+        c = s[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'":
+            i = s.find("'", i + 1)
+            if i < 0:
+                return len(s)
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return len(s)
+
+
+class _State:
+    """Where the next command runs and which variables we know, while walking a line."""
+
+    def __init__(self, result: Analysis, cwds: tuple[str, ...], home: str, depth: int) -> None:
+        self.result = result
+        self.cwds = cwds
+        self.home = home
+        self.vars: dict[str, str] = {}
+        self.depth = depth
+
+    def substitution(self, inner: str) -> None:
+        """Commands inside $(...) or backticks run too: analyse them in place."""
+        _walk(inner, self.result, self.cwds, self.home, self.depth + 1, dict(self.vars))
+
+    def paths(self, word: Word) -> list[str]:
+        """Absolute paths a word may name (globs expanded against the disk, every cwd)."""
+        if not word.known:
+            self.result.unknown(f"a path depends on runtime values: {word.text!r}")
+            return []
+        found: list[str] = []
+        for cwd in self.cwds:
+            path = os.path.normpath(os.path.join(cwd, word.text))
+            found.append(path)
+            if word.glob:
+                found.extend(_expand(path))
+        return found
+
+
+def _expand(pattern: str) -> list[str]:
+    """Glob and one-level brace expansion; dotfiles included, to fail closed."""
+    import glob
+
+    variants = [pattern]
+    if "{" in pattern and "}" in pattern:
+        head, _, rest = pattern.partition("{")
+        body, _, tail = rest.partition("}")
+        variants = [head + part + tail for part in body.split(",")]
+    found: list[str] = []
+    for variant in variants:
+        found.append(variant)
+        found.extend(glob.glob(variant, include_hidden=True))
+    return found
+
+
+def analyse(command: str, cwd: str, *, home: str | None = None) -> Analysis:
+    """Every path `command` may write when run in `cwd`, and the commands it runs."""
+    result = Analysis()
+    _walk(command, result, (cwd,), home or os.path.expanduser("~"), 0, {})
+    return result
+
+
+def _walk(
+    text: str,
+    result: Analysis,
+    cwds: tuple[str, ...],
+    home: str,
+    depth: int,
+    variables: dict[str, str],
+) -> None:
+    if depth > 8:
+        result.unknown("shell nesting deeper than 8 levels")
+        return
+    st = _State(result, cwds, home, depth)
+    st.vars = variables
+    stack: list[tuple[tuple[str, ...], dict[str, str]]] = []
+    words: list[Word] = []
+    redirs: list[tuple[str, Word]] = []
+    for kind, value in _Lexer(text, st).tokens():
+        if kind == "word":
+            assert isinstance(value, Word)
+            words.append(value)
+        elif kind == "redir":
+            assert isinstance(value, tuple)
+            redirs.append(value)
+        else:
+            op = str(value)
+            before = st.cwds
+            _simple(st, words, redirs, op)
+            words, redirs = [], []
+            if op == "(":
+                stack.append((before, dict(st.vars)))
+            elif op == ")" and stack:
+                st.cwds, st.vars = stack.pop()
+            elif op in ("|", "|&", "&"):
+                st.cwds = before  # each side of a pipe or & runs in its own subshell
+    _simple(st, words, redirs, "\n")
+
+
+def _simple(st: _State, words: list[Word], redirs: list[tuple[str, Word]], op: str) -> None:
+    """Handle one simple command: its redirections, then what its program writes."""
+    result = st.result
+    for rop, target in redirs:
+        if ">" in rop:
+            if target.known and (
+                target.text in _SPECIAL_FILES
+                or (rop.endswith("&") and (target.text.isdigit() or target.text == "-"))
+            ):
+                continue  # 2>&1, >/dev/null: no file
+            result.writes.update(st.paths(target))
+    while words and _is_assignment(words[0].text):
+        assignment = words.pop(0)
+        name, _, value = assignment.text.partition("=")
+        if not words:  # a bare assignment sets a shell variable for later commands
+            _assign(st, name, value, assignment.known)
+    if not words:
+        return
+    _program(st, words, op)
+
+
+def _assign(st: _State, name: str, value: str, known: bool) -> None:
+    if known:
+        st.vars[name] = value
+    else:
+        st.vars.pop(name, None)  # its value is known only at run time
+
+
+def _is_assignment(text: str) -> bool:
+    name, eq, _ = text.partition("=")
+    valid = name.replace("_", "a").isalnum() and not name[:1].isdigit()
+    return bool(name and eq) and valid
+
+
+def _program(st: _State, words: list[Word], op: str) -> None:
+    result = st.result
+    words = _strip_wrappers(words)
+    if not words:
+        return
+    name = os.path.basename(words[0].text)
+    args = words[1:]
+    known = all(w.known for w in words)
+    result.commands.append(Command([w.text for w in words], st.cwds, known))
+    if not words[0].known:
+        result.unknown("the program name depends on runtime values")
+    if name in ("cd", "pushd"):
+        _cd(st, args, op)
+    elif name in ("export", "readonly", "declare", "local"):
+        for w in args:
+            if _is_assignment(w.text):
+                key, _, value = w.text.partition("=")
+                _assign(st, key, value, w.known)
+    elif name in _SHELLS or name == "eval":
+        _nested_shell(st, name, args)
+    elif name == "xargs":
+        rest = [w for w in args if not w.text.startswith("-")]
+        if rest and _writes_something(os.path.basename(rest[0].text)):
+            result.unknown("xargs passes runtime arguments to a command that writes files")
+    elif name == "find":
+        _find(st, args)
+    else:
+        _writer(st, name, args)
+
+
+def _strip_wrappers(words: list[Word]) -> list[Word]:
+    """`sudo -u x env A=b nice -n 5 cmd ...` -> `cmd ...`."""
+    while words:
+        name = os.path.basename(words[0].text)
+        if name in _PLAIN_WRAPPERS:
+            words = words[1:]
+        elif name in _WRAPPERS_WITH_ARG:
+            takes_arg = _WRAPPERS_WITH_ARG[name]
+            i = 1
+            while i < len(words):
+                t = words[i].text
+                if t in takes_arg:
+                    i += 2
+                elif t.startswith("-") or (name == "env" and _is_assignment(t)):
+                    i += 1
+                else:
+                    break
+            if name == "timeout" and i < len(words):
+                i += 1  # the duration
+            words = words[i:]
+        else:
+            return words
+    return words
+
+
+def _cd(st: _State, args: list[Word], op: str) -> None:
+    target = next((w for w in args if not w.text.startswith("-") or w.text == "-"), None)
+    if target is None:
+        new: tuple[str, ...] = (st.home,)
+    elif not target.known or target.text == "-":
+        st.result.unknown("cd to a directory known only at run time")
+        return
+    else:
+        new = tuple(os.path.normpath(os.path.join(c, target.text)) for c in st.cwds)
+    # A failing cd leaves the old directory in place unless `&&` stops the chain.
+    certain = op == "&&" or all(os.path.isdir(p) for p in new)
+    st.cwds = new if certain else tuple(dict.fromkeys(st.cwds + new))
+
+
+def _nested_shell(st: _State, name: str, args: list[Word]) -> None:
+    if name == "eval":
+        code = " ".join(w.text for w in args)
+        known = all(w.known for w in args)
+    else:
+        flag = next(
+            (
+                i
+                for i, w in enumerate(args)
+                if w.text.startswith("-") and "c" in w.text and not w.text.startswith("--")
+            ),
+            None,
+        )
+        if flag is None or flag + 1 >= len(args):
+            return  # `bash script.sh` runs a script from disk: not analysed (documented)
+        code, known = args[flag + 1].text, args[flag + 1].known
+    if not known:
+        st.result.unknown(f"{name} runs code built at run time")
+    _walk(code, st.result, st.cwds, st.home, st.depth + 1, dict(st.vars))
+
+
+def _find(st: _State, args: list[Word]) -> None:
+    roots = [w for w in args if not w.text.startswith(("-", "(", ")", "!"))][:1] or [Word(".")]
+    texts = [w.text for w in args]
+    writes = "-delete" in texts or any(
+        t in ("-exec", "-execdir", "-ok") and i + 1 < len(texts) and _writes_something(texts[i + 1])
+        for i, t in enumerate(texts)
+    )
+    if writes:
+        for root in st.paths(roots[0]):
+            st.result.dir_writes.add(root)
+
+
+def _writes_something(name: str) -> bool:
+    return (
+        name in _REMOVERS
+        or name in _MODE_FIRST
+        or name
+        in (
+            "cp",
+            "mv",
+            "ln",
+            "install",
+            "tee",
+            "truncate",
+            "dd",
+            "sed",
+            "perl",
+            "rsync",
+            "sh",
+            "bash",
+        )
+    )
+
+
+def _operands(args: list[Word], with_value: frozenset[str] = frozenset()) -> list[Word]:
+    out: list[Word] = []
+    skip = False
+    only = False
+    for w in args:
+        if skip:
+            skip = False
+        elif only or not w.text.startswith("-") or w.text == "-":
+            out.append(w)
+        elif w.text == "--":
+            only = True
+        elif w.text in with_value:
+            skip = True
+    return out
+
+
+def _writer(st: _State, name: str, args: list[Word]) -> None:
+    result = st.result
+    base = name.rstrip("0123456789.")
+    if base in _INTERPRETER_FLAGS:
+        _interpreter(st, base, args)
+        return
+    targets: list[Word] = []
+    if name in _REMOVERS:
+        targets = _operands(args, frozenset({"-m", "--mode"}))
+    elif name in _MODE_FIRST:
+        targets = _operands(args)[1:]
+    elif name == "tee":
+        targets = _operands(args)
+    elif name == "truncate":
+        targets = _operands(args, frozenset({"-s", "--size", "-r", "--reference"}))
+    elif name in ("cp", "mv", "ln", "install", "rsync"):
+        targets = _copy_targets(st, name, args)
+    elif name == "dd":
+        targets = [Word(w.text[3:], w.known, w.glob) for w in args if w.text.startswith("of=")]
+    elif name == "sed" and any(w.text.startswith(("-i", "--in-place")) for w in args):
+        ops = _operands(args, frozenset({"-e", "-f", "--expression", "--file"}))
+        has_script = any(w.text in ("-e", "-f", "--expression", "--file") for w in args)
+        targets = ops if has_script else ops[1:]
+    elif name in ("patch", "tar", "unzip", "git-apply"):
+        for cwd in st.cwds:
+            result.dir_writes.add(cwd)
+    for target in targets:
+        result.writes.update(st.paths(target))
+
+
+def _copy_targets(st: _State, name: str, args: list[Word]) -> list[Word]:
+    with_value = frozenset(
+        {
+            "-t",
+            "--target-directory",
+            "-S",
+            "--suffix",
+            "-m",
+            "--mode",
+            "-o",
+            "-g",
+            "--owner",
+            "--group",
+        }
+    )
+    ops = _operands(args, with_value)
+    directory = next(
+        (args[i + 1] for i, w in enumerate(args[:-1]) if w.text in ("-t", "--target-directory")),
+        None,
+    )
+    if name == "install" and any(w.text in ("-d", "--directory") for w in args):
+        return ops
+    if directory is not None:
+        dest, sources = directory, ops
+    elif len(ops) >= 2 or (name == "ln" and ops):
+        dest, sources = (ops[-1], ops[:-1]) if len(ops) >= 2 else (Word("."), ops)
+    else:
+        return []
+    found = [dest]
+    # `cp a b dir/` writes dir/a and dir/b; `mv` also removes its sources.
+    found += [
+        Word(os.path.join(dest.text, os.path.basename(s.text)), dest.known and s.known)
+        for s in sources
+    ]
+    if name == "mv":
+        found += sources
+    return found
+
+
+def _interpreter(st: _State, base: str, args: list[Word]) -> None:
+    texts = [w.text for w in args]
+    flags = _INTERPRETER_FLAGS[base]
+    code_at = next(
+        (
+            i
+            for i, t in enumerate(texts)
+            if t in flags
+            or (
+                base == "perl"
+                and t.startswith("-")
+                and t[1:2] != "-"
+                and any(f[1] in t for f in flags)
+            )
+        ),
+        None,
+    )
+    if base == "perl" and any(t.startswith("-") and "i" in t[1:] for t in texts):
+        # perl -i / -pi edits the file operands in place
+        for w in _operands(args, frozenset({"-e", "-E"}))[0 if code_at is not None else 1 :]:
+            st.result.writes.update(st.paths(w))
+    if code_at is None or code_at + 1 >= len(args):
+        return  # a script file from disk: not analysed (documented)
+    st.result.opaque.append(args[code_at + 1].text)
+    if not args[code_at + 1].known:
+        st.result.unknown(f"{base} code built at run time")

@@ -1,0 +1,663 @@
+"""`taskgate run`: plays the protocol's coordinating "main agent" for one task.
+
+Each loop iteration reads the task's state from the store and performs the work of that state
+(R-TRN-20: the state names the phase in progress), so a run stopped anywhere — checkpoint,
+crash, Ctrl-C — continues from where it stopped when it is started again. Every move goes
+through the engine's guarded services; the orchestrator has no shortcut past a gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from taskgate import failpoints
+from taskgate.agents.base import AgentResult, Mode, ResultStatus, TaskBrief
+from taskgate.agents.config import AgentsConfig
+from taskgate.agents.invoke import brief_from_todo, build_request, invoke
+from taskgate.engine import agentops, checkpoints, flow
+from taskgate.engine.core import Engine
+from taskgate.engine.validate import validate
+from taskgate.errors import NeedsHuman
+from taskgate.orchestrator import notes
+from taskgate.orchestrator.approver import Approver, resume_hint
+from taskgate.orchestrator.progress import Progress
+from taskgate.protocol.buildfail import FailureType
+from taskgate.protocol.states import Decision, State
+from taskgate.store.records import TaskSnapshot
+
+MAX_MERGE_CONFLICT_ROUNDS = 3
+MAX_IMPLEMENTATION_ROUNDS = 10
+
+
+def escalation(
+    task: str, issue: str, state: str, attempts: str, impact: str, options: Sequence[str]
+) -> str:
+    """The seeds' escalation message (D-REC-3, R-REC-16), filled in."""
+    lines = [
+        f"Task '{task}' encountered a recovery scenario requiring user guidance:",
+        "",
+        f"**Issue**: {issue}",
+        f"**Current State**: {state}",
+        f"**Recovery Attempts**: {attempts}",
+        f"**Impact**: {impact}",
+        "",
+        "**Options**:",
+    ]
+    lines += [
+        f"{i}. {text}"
+        for i, text in enumerate([*options[:2], "Abandon task and select alternative"], start=1)
+    ]
+    lines += ["", "Please advise on how to proceed."]
+    return "\n".join(lines)
+
+
+@dataclass
+class Runner:
+    """Drives one task from wherever it is to CLEANUP, stopping only where a human decides."""
+
+    engine: Engine
+    task: str
+    approver: Approver
+    progress: Progress
+    agents: AgentsConfig
+    parallel: int = 4
+    _brief: TaskBrief | None = field(default=None, init=False)
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def run(self) -> str:
+        """Run to CLEANUP and return the final state; NeedsHuman at checkpoints and escalations."""
+        for _ in range(200):  # a bound, so a bug can never spin forever
+            snap = self.engine.require_snapshot(self.task)
+            state = State(snap.task.state)
+            self.progress.emit("state", self.task, f"state {state}", state=state.value)
+            if state is State.CLEANUP:
+                return state.value
+            failpoints.hit(f"run:{state.value}")
+            handler = getattr(self, f"_on_{state.value.lower()}")
+            handler(snap)
+        raise NeedsHuman(f"'{self.task}' made no progress in 200 steps", hint="taskgate status")
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    @property
+    def brief(self) -> TaskBrief:
+        if self._brief is None:
+            entry = self.engine.todo().get(self.task)
+            snap = self.engine.require_snapshot(self.task)
+            self._brief = (
+                brief_from_todo(entry, snap.task.risk_level or "")
+                if entry
+                else (TaskBrief(name=self.task, risk=snap.task.risk_level or ""))
+            )
+        return self._brief
+
+    def _move(self, target: State, reason: str = "") -> None:
+        result = flow.transition(self.engine, self.task, target.value, reason=reason)
+        self.progress.emit(
+            "transition",
+            self.task,
+            f"{result.source} -> {result.target}",
+            source=result.source,
+            target=result.target,
+        )
+
+    def _invoke_all(
+        self, snap: TaskSnapshot, agents: Sequence[str], mode: Mode, *, retry: Sequence[str] = ()
+    ) -> dict[str, AgentResult]:
+        """Invoke `agents` in parallel (bounded), recording WORKING first and the result after."""
+        round_no = (
+            int(snap.task.extra.get("impl_round", 1))
+            if mode is Mode.IMPLEMENTATION
+            else (sum(1 for r in snap.transitions if r.target == State.REVIEW.value) or 1)
+        )
+        requests = []
+        for agent in agents:
+            row = snap.agent(agent)
+            attempt = (row.retry_count if row else 0) + 1 + (1 if agent in retry else 0)
+            agentops.set_status(self.engine, self.task, agent, "WORKING", retry=agent in retry)
+            since = snap.task.extra.get("feedback_since", "")
+            requests.append(
+                build_request(
+                    self.engine.ws,
+                    self.agents,
+                    self.brief,
+                    agent,
+                    mode,
+                    team=snap.task.required_agents,
+                    round=round_no,
+                    attempt=attempt,
+                    feedback=notes.feedback_for(snap, agent, since=since),
+                    base_ref=snap.task.base_branch,
+                )
+            )
+            self.progress.timeline.invocations += 1
+            self.progress.timeline.retries += 1 if agent in retry else 0
+            self.progress.emit(
+                "agent",
+                self.task,
+                f"{agent}: {mode} (attempt {attempt})",
+                agent=agent,
+                mode=mode.value,
+                attempt=attempt,
+            )
+        with ThreadPoolExecutor(max_workers=max(1, self.parallel)) as pool:
+            results = list(pool.map(invoke, requests))
+        failpoints.hit("run:after-invoke")  # agents' work done, nothing recorded yet
+        return {r.agent: res for r, res in zip(requests, results, strict=True)}
+
+    def _record(self, agent: str, result: AgentResult) -> None:
+        """Record one agent's outcome through the engine (`agent set`)."""
+        if result.ok:
+            agentops.set_status(
+                self.engine,
+                self.task,
+                agent,
+                "COMPLETE",
+                message=result.message[:500],
+                work_remaining=result.work_remaining,
+            )
+        else:
+            status = "BLOCKED" if result.status is ResultStatus.BLOCKED else "ERROR"
+            agentops.set_status(
+                self.engine,
+                self.task,
+                agent,
+                status,
+                message=(result.reason or result.message)[:500],
+            )
+        self.progress.emit(
+            "agent-result",
+            self.task,
+            f"{agent}: {result.status}" + (f" - {result.reason}" if result.reason else ""),
+            agent=agent,
+            status=result.status.value,
+        )
+
+    def _run_phase_agents(self, mode: Mode) -> None:
+        """Partial-completion handling (RULES §8): re-invoke missing/ERROR/TIMEOUT agents,
+        escalate at the retry limit, until every agent is COMPLETE for this phase."""
+        max_retries = self.engine.ws.config.protocol.max_agent_retries
+        while True:
+            report = agentops.check(self.engine, self.task)
+            if report.all_complete:
+                return
+            escalate = [line for line in report.lines if line.action == "escalate"]
+            blocked = [line for line in report.lines if line.action == "ask-user"]
+            if escalate or blocked:
+                snap = self.engine.require_snapshot(self.task)
+                names = [line.agent for line in escalate + blocked]
+                raise NeedsHuman(
+                    escalation(
+                        self.task,
+                        report.recommendation
+                        + ": "
+                        + "; ".join(line.text for line in escalate + blocked),
+                        snap.task.state,
+                        f"{max_retries} re-invocations per agent (R-AST-07)"
+                        if escalate
+                        else "none: the agent reported a blocker (R-AST-12)",
+                        f"the {snap.task.state} phase cannot finish without {', '.join(names)}",
+                        [
+                            "Clarify the requirements and resume (taskgate run)",
+                            "Return to CLASSIFIED to re-plan the agent set",
+                        ],
+                    ),
+                    hint=f"after fixing it: taskgate run {self.task}",
+                )
+            snap = self.engine.require_snapshot(self.task)
+            # `run` owns every invocation it starts; a WORKING agent of an earlier, dead run is
+            # not running any more, so it is re-invoked rather than waited for (R-AST-06 note).
+            todo = [line.agent for line in report.lines if line.condition != "COMPLETE"]
+            retry = [a for a in todo if (row := snap.agent(a)) is not None and row.status]
+            for agent, result in self._invoke_all(snap, todo, mode, retry=retry).items():
+                self._record(agent, result)
+
+    # -- states ----------------------------------------------------------------------------------
+
+    def _on_init(self, snap: TaskSnapshot) -> None:
+        record = flow.classify_task(self.engine, self.task)
+        self.progress.emit(
+            "classified",
+            self.task,
+            f"risk {record['risk_level']} ({record['method']}), agents "
+            f"{', '.join(record['agents'])}",
+            classification=record,
+        )
+
+    def _on_classified(self, snap: TaskSnapshot) -> None:
+        flow.finish_classification(self.engine, self.task)
+        self._move(State.REQUIREMENTS)
+
+    def _on_requirements(self, snap: TaskSnapshot) -> None:
+        self._run_phase_agents(Mode.REQUIREMENTS)
+        self._move(State.SYNTHESIS)
+
+    def _on_synthesis(self, snap: TaskSnapshot) -> None:
+        from taskgate.protocol import guards
+
+        if snap.active_approval("plan") is not None:
+            self._after_plan_approval(snap)
+            return
+        task_md = self.engine.ws.task_md(self.task)
+        text = task_md.read_text(encoding="utf-8") if task_md.exists() else ""
+        plan_feedback = [
+            e
+            for e in snap.task.extra.get("feedback") or []
+            if e.get("kind") == "plan"
+            and e.get("at", "") > snap.task.extra.get("plan_written_at", "")
+        ]
+        if guards.plan_section(text) is None or plan_feedback:
+            self._write_plan(snap)
+        shown = checkpoints.present(self.engine, self.task)
+        decision = self.approver.decide(self.task, "plan", shown.text)
+        self._apply_decision("plan", decision)
+
+    def _write_plan(self, snap: TaskSnapshot) -> None:
+        architect = (
+            "architect"
+            if "architect" in snap.task.required_agents
+            else (snap.task.required_agents[0])
+        )
+        for attempt in range(self.engine.ws.config.protocol.max_agent_retries + 1):
+            request = build_request(
+                self.engine.ws,
+                self.agents,
+                self.brief,
+                architect,
+                Mode.SYNTHESIS,
+                team=snap.task.required_agents,
+                attempt=attempt + 1,
+                feedback=notes.feedback_for(snap, architect),
+                base_ref=snap.task.base_branch,
+            )
+            self.progress.timeline.invocations += 1
+            self.progress.emit(
+                "agent", self.task, f"{architect}: synthesis", agent=architect, mode="synthesis"
+            )
+            result = invoke(request)
+            if result.ok:
+                notes.set_extra(
+                    self.engine, self.task, "plan_written", plan_written_at=self.engine.now()
+                )
+                return
+            self.progress.emit("agent-result", self.task, f"{architect}: {result.reason}")
+        raise NeedsHuman(
+            escalation(
+                self.task,
+                f"the plan could not be written: {result.reason}",
+                "SYNTHESIS",
+                "synthesis re-invoked up to the retry limit",
+                "no plan to approve",
+                [
+                    "Write the plan section in task.md yourself, then taskgate run",
+                    "Clarify the task in todo.md",
+                ],
+            ),
+            hint=f"taskgate run {self.task}",
+        )
+
+    def _apply_decision(self, kind: str, decision: Any) -> None:
+        if decision.action == "stop":
+            raise NeedsHuman(
+                f"stopped at the {kind} checkpoint of '{self.task}'",
+                hint=resume_hint(self.task, kind),
+            )
+        if decision.action == "approve":
+            checkpoints.approve(
+                self.engine, self.task, kind, provenance=decision.provenance, message=decision.text
+            )
+            self.progress.emit("approved", self.task, f"{kind} approved ({decision.provenance})")
+            return
+        if kind == "plan":  # R-CKP-15: revise, present again, stay in SYNTHESIS
+            notes.add_feedback(self.engine, self.task, "plan", decision.text)
+            return
+        snap = self.engine.require_snapshot(self.task)
+        full = State.IMPLEMENTATION.value in [s.value for s in flow.task_path(snap)]
+        notes.add_feedback(self.engine, self.task, "changes", decision.text)
+        target = State.IMPLEMENTATION if full else State.SYNTHESIS  # R-TRN-23, C-08
+        self._move(target, reason=f"User requested changes: {decision.text}")
+        if full:
+            self._reopen_agents()
+
+    def _reopen_agents(self) -> None:
+        """After a backward move into IMPLEMENTATION every agent gets another round."""
+        notes.set_extra(
+            self.engine, self.task, "round_started", feedback_since="", impl_round=self._round() + 1
+        )
+
+    def _round(self) -> int:
+        return int(self.engine.require_snapshot(self.task).task.extra.get("impl_round", 1))
+
+    def _after_plan_approval(self, snap: TaskSnapshot) -> None:
+        path = flow.task_path(snap)
+        if State.IMPLEMENTATION in path:
+            self._move(State.IMPLEMENTATION)
+            return
+        # C-08 skip path: the change is made after plan approval and committed on T; the
+        # architect makes it in its worktree and it is merged like an implementation round.
+        if not snap.task.extra.get("skip_path_done"):
+            # SYNTHESIS is no agent phase (R-AST-19): the invocation is recorded as an audit
+            # event only, and its commit reaches T through the normal merge.
+            request = build_request(
+                self.engine.ws,
+                self.agents,
+                self.brief,
+                "architect",
+                Mode.IMPLEMENTATION,
+                team=snap.task.required_agents,
+                feedback=notes.feedback_for(snap, "architect"),
+                base_ref=snap.task.base_branch,
+            )
+            self.progress.timeline.invocations += 1
+            self.progress.emit("agent", self.task, "architect: documentation change")
+            result = invoke(request)
+            notes.set_extra(
+                self.engine, self.task, "skip_path_invocation", skip_path_result=result.to_json()
+            )
+            if not result.ok:
+                raise NeedsHuman(
+                    escalation(
+                        self.task,
+                        f"the documentation change failed: {result.reason}",
+                        "SYNTHESIS",
+                        "one invocation",
+                        "nothing changed on the task branch",
+                        [
+                            "Fix the agent configuration and resume",
+                            "Make the change yourself on the task branch",
+                        ],
+                    ),
+                    hint=f"taskgate run {self.task}",
+                )
+            self._merge(["architect"])
+            notes.set_extra(self.engine, self.task, "skip_path_change", skip_path_done=True)
+        self._move(State.AWAITING_USER_APPROVAL)
+
+    def _merge(self, agents: Sequence[str]) -> list[str]:
+        """Merge agent branches into T (R-WTB-06); returns the agents whose merge conflicted."""
+        from taskgate.engine import merge
+
+        outcome = merge.merge_agents(self.engine, self.task, list(agents))
+        merged = [str(m.get("agent")) for m in outcome.merged]
+        if merged:
+            self.progress.emit("merge", self.task, f"merged {', '.join(merged)} into {self.task}")
+        if outcome.conflict is None:
+            return []
+        files = ", ".join(sorted(outcome.conflict.files))
+        self.progress.emit("conflict", self.task, f"{outcome.conflict.agent}: conflict in {files}")
+        return [outcome.conflict.agent]
+
+    def _on_implementation(self, snap: TaskSnapshot) -> None:
+        report = agentops.check(self.engine, self.task)
+        pending = [line.agent for line in report.lines if line.condition != "COMPLETE"]
+        remaining = [
+            a
+            for a in snap.task.required_agents
+            if (row := snap.agent(a))
+            and row.phase == "IMPLEMENTATION"
+            and row.status == "COMPLETE"
+            and row.work_remaining
+        ]
+        if not pending and not remaining:
+            conflicts = self._merge(snap.task.required_agents)  # nothing left unmerged
+            if not conflicts:
+                self._move(State.VALIDATION)
+                return
+            self._conflicted(conflicts)
+            return
+        round_no = self._round()
+        if round_no > MAX_IMPLEMENTATION_ROUNDS:
+            raise NeedsHuman(
+                escalation(
+                    self.task,
+                    f"{round_no - 1} implementation rounds without finishing",
+                    "IMPLEMENTATION",
+                    "every round re-invoked the agents with work left",
+                    "the task does not converge",
+                    ["Narrow the scope in todo.md", "Review the agents' feedback"],
+                ),
+                hint=f"taskgate run {self.task}",
+            )
+        self.progress.timeline.rounds += 1
+        self.progress.emit("round", self.task, f"implementation round {round_no}", round=round_no)
+        agents = pending + remaining
+        retry = [a for a in pending if (row := snap.agent(a)) is not None and row.status]
+        results = self._invoke_all(snap, agents, Mode.IMPLEMENTATION, retry=retry)
+        ok = [a for a, r in results.items() if r.ok]
+        conflicts = self._merge(ok) if ok else []
+        for agent, result in results.items():
+            if agent not in conflicts:
+                self._record(agent, result)
+        if conflicts:
+            self._conflicted(conflicts)
+        notes.set_extra(self.engine, self.task, "round_done", impl_round=round_no + 1)
+
+    def _conflicted(self, conflicts: list[str]) -> None:
+        """Send the conflicting agents back with feedback; escalate when it keeps happening."""
+        for agent in conflicts:
+            agentops.set_status(
+                self.engine,
+                self.task,
+                agent,
+                "COMPLETE",
+                message="merge conflict: rebase and resolve",
+                work_remaining=True,
+            )
+        if conflicts:
+            count = int(self.engine.require_snapshot(self.task).task.extra.get("conflicts", 0)) + 1
+            notes.add_feedback(
+                self.engine,
+                self.task,
+                "conflict",
+                f"your changes conflicted with {self.task}; rebase onto it and "
+                "redo them without overlapping edits",
+                agents=tuple(conflicts),
+                conflicts=count,
+            )
+            if count >= MAX_MERGE_CONFLICT_ROUNDS:
+                raise NeedsHuman(
+                    escalation(
+                        self.task,
+                        f"merge conflicts in {count} rounds: {', '.join(conflicts)}",
+                        "IMPLEMENTATION",
+                        "agents were rebased and re-invoked",
+                        "agent work not merged",
+                        [
+                            "Resolve the conflict on the agent branches by hand",
+                            "Re-plan the split of work between agents",
+                        ],
+                    ),
+                    hint=f"taskgate run {self.task}",
+                )
+
+    def _on_validation(self, snap: TaskSnapshot) -> None:
+        result = validate(self.engine, self.task)
+        if result.row.success:
+            self.progress.emit("build", self.task, f"build passed ({result.row.command})")
+            self._move(State.REVIEW)
+            return
+        failure = result.failure
+        assert failure is not None
+        iterations = int(snap.task.extra.get("build_iterations", 0)) + 1
+        limit = self.engine.ws.config.protocol.build_recovery_iterations
+        self.progress.emit("build", self.task, f"build failed: {failure.type} ({failure.detail})")
+        if failure.type is FailureType.UNKNOWN or iterations > limit:  # R-VAL-08, R-VAL-09
+            raise NeedsHuman(
+                escalation(
+                    self.task,
+                    f"the build fails ({failure.type}): {failure.detail}",
+                    "VALIDATION",
+                    f"{iterations - 1} recovery iterations (R-VAL-09)",
+                    "the task branch does not build",
+                    [
+                        "Fix the build on the task branch, then taskgate run",
+                        "Adjust [validation] commands",
+                    ],
+                ),
+                hint=f"output tail:\n{result.output[-1500:]}",
+            )
+        # R-VAL-10: `run` has no main agent that edits code, so the main-agent fix classes go
+        # to the stakeholder whose domain they are (C-27 keeps such fixes out of IMPLEMENTATION).
+        owner = {"main": "architect" if failure.type is FailureType.COMPILATION else "style"}.get(
+            failure.responsible, failure.responsible
+        )
+        agents = tuple(a for a in (owner,) if a in snap.task.required_agents) or (
+            snap.task.required_agents
+        )
+        notes.add_feedback(
+            self.engine,
+            self.task,
+            "build",
+            f"{failure.type} failure: {failure.detail}\n{result.output[-1500:]}",
+            agents=agents,
+            build_iterations=iterations,
+        )
+        self._move(
+            State.IMPLEMENTATION,
+            reason=f"build failure ({failure.type}) re-delegated to {', '.join(agents)} (C-49)",
+        )
+        for agent in agents:  # the responsible agents get another round; the others are done
+            agentops.set_status(
+                self.engine,
+                self.task,
+                agent,
+                "COMPLETE",
+                message="build failure to fix",
+                work_remaining=True,
+            )
+        for agent in snap.task.required_agents:
+            if agent not in agents:
+                agentops.set_status(self.engine, self.task, agent, "COMPLETE", work_remaining=False)
+
+    def _on_review(self, snap: TaskSnapshot) -> None:
+        head_verdicts = {v.agent for v in snap.verdicts if v.round == self._review_round(snap)}
+        todo = [a for a in snap.task.required_agents if a not in head_verdicts]  # R-REV-07
+        results = self._invoke_all(snap, todo, Mode.REVIEW) if todo else {}
+        for agent, result in results.items():
+            if result.ok and result.verdict is not None:
+                agentops.verdict(
+                    self.engine,
+                    self.task,
+                    agent,
+                    result.verdict.value,
+                    reason=result.reason or result.message,
+                )
+                if result.scope is not None:
+                    notes.set_extra(
+                        self.engine,
+                        self.task,
+                        "scope_concern",
+                        **{f"scope_{agent}": result.scope.to_json()},
+                    )
+                self._record(agent, result)
+            else:
+                self._record(agent, result)
+        snap = self.engine.require_snapshot(self.task)
+        verdicts = {v.agent: v for v in snap.verdicts if v.round == self._review_round(snap)}
+        missing = [a for a in snap.task.required_agents if a not in verdicts]
+        if missing:
+            raise NeedsHuman(
+                escalation(
+                    self.task,
+                    f"no review decision from {', '.join(missing)}",
+                    "REVIEW",
+                    "one review invocation each",
+                    "the change cannot be presented",
+                    [
+                        "Fix the reviewers' configuration and resume",
+                        "Review by hand: taskgate agent verdict",
+                    ],
+                ),
+                hint=f"taskgate run {self.task}",
+            )
+        rejected = {a: v for a, v in verdicts.items() if v.decision == Decision.REJECTED}
+        if not rejected:
+            self._move(State.AWAITING_USER_APPROVAL)
+            return
+        if self._scope_negotiation(snap, rejected):
+            return
+        notes.add_feedback(
+            self.engine,
+            self.task,
+            "rejection",
+            "\n".join(f"{a}: {v.reason}" for a, v in rejected.items()),
+        )
+        self._move(State.IMPLEMENTATION, reason="review rejected by " + ", ".join(sorted(rejected)))
+        self._reopen_agents()
+
+    @staticmethod
+    def _review_round(snap: TaskSnapshot) -> int:
+        return sum(1 for r in snap.transitions if r.target == State.REVIEW.value)
+
+    def _scope_negotiation(self, snap: TaskSnapshot, rejected: dict[str, Any]) -> bool:
+        """R-REV-04: effort > 2x scope and a majority of reviewers agreeing → SCOPE_NEGOTIATION."""
+        concerns: dict[str, dict[str, Any]] = {}
+        for agent in rejected:
+            concern = snap.task.extra.get(f"scope_{agent}")
+            if isinstance(concern, dict):
+                concerns[agent] = concern
+        exceeding = {
+            a: c
+            for a, c in concerns.items()
+            if float(c["effort_estimate"]) > 2 * float(c["task_scope"])
+        }
+        # Consensus: at least half of the required agents see effort beyond 2x the scope.
+        if not exceeding or 2 * len(exceeding) < len(snap.task.required_agents):
+            return False
+        first = next(iter(exceeding.values()))
+        notes.set_extra(
+            self.engine,
+            self.task,
+            "scope_negotiation_permitted",
+            scope_negotiation={
+                "effort_estimate": first["effort_estimate"],
+                "task_scope": first["task_scope"],
+                "agreeing": sorted(exceeding),
+            },
+            scope_deferred=[d for c in exceeding.values() for d in c["deferred"]],
+        )
+        self._move(State.SCOPE_NEGOTIATION, reason="scope concern: effort > 2x task scope")
+        return True
+
+    def _on_scope_negotiation(self, snap: TaskSnapshot) -> None:
+        from taskgate.orchestrator.deferral import write_deferred_tasks
+
+        deferred = list(snap.task.extra.get("scope_deferred") or [])
+        created = write_deferred_tasks(self.engine, self.task, deferred)
+        notes.add_feedback(
+            self.engine,
+            self.task,
+            "scope",
+            "deferred to new tasks: " + ", ".join(created),
+            scope_deferral={"deferred": created, "rationale": "effort > 2x scope"},
+        )
+        self._move(State.SYNTHESIS, reason="deferral decision recorded (R-REV-05)")
+
+    def _on_awaiting_user_approval(self, snap: TaskSnapshot) -> None:
+        if (snap.task.checkpoint or {}).get("approved"):
+            self._complete()
+            return
+        shown = checkpoints.present(self.engine, self.task)
+        decision = self.approver.decide(self.task, "changes", shown.text)
+        self._apply_decision("changes", decision)
+        if decision.action == "approve":
+            self._complete()
+
+    def _complete(self) -> None:
+        from taskgate.engine.complete import complete
+
+        result = complete(self.engine, self.task)
+        sha = getattr(result, "merged_sha", "") or ""
+        if sha:
+            self.progress.timeline.commits.append(sha)
+        self.progress.emit("complete", self.task, f"merged into main ({sha[:12]})", sha=sha)
+
+    def _on_complete(self, snap: TaskSnapshot) -> None:
+        from taskgate.engine.cleanup import cleanup
+
+        cleanup(self.engine, self.task)
+        self.progress.emit("cleanup", self.task, "worktrees and branches removed")

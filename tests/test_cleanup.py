@@ -1,0 +1,138 @@
+"""`taskgate cleanup`: never loses work; quarantine; idempotent (RULES §14, R-CMP-08)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from conftest import Repo, git, make_repo
+from flow import agents_of, commit_in, to_complete
+from test_complete import TASK, approved_repo
+
+
+@pytest.fixture
+def crepo(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> Repo:
+    """add-login in COMPLETE (merged into main)."""
+    repo = approved_repo(tmp_path_factory, tmp_path / "repo")
+    repo.ok("complete", TASK)
+    return repo
+
+
+def branches(repo: Repo) -> set[str]:
+    """Local branch names."""
+    return set(repo.git("for-each-ref", "--format=%(refname:short)", "refs/heads").split())
+
+
+def assert_cleaned(repo: Repo, agents: list[str]) -> None:
+    """R-CLN-03/04/06: worktrees and branches gone, the task directory kept, lock released."""
+    assert repo.git("worktree", "list", "--porcelain").count("worktree ") == 1
+    assert branches(repo) == {"main"}
+    task_dir = repo.task_dir(TASK)
+    for kept in ("task.md", "task.json", "audit-trail.json", "archival-complete.flag"):
+        assert (task_dir / kept).exists(), kept
+    assert list(task_dir.glob(f"{TASK}-*-requirements.md"))
+    assert not (task_dir / "code").exists()
+    for agent in agents:
+        assert not (task_dir / "agents" / agent / "code").exists()
+    view = json.loads((task_dir / "task.json").read_text())
+    assert view["state"] == "CLEANUP" and view["lock_released_at"] and view["cleanup_timestamp"]
+    git(repo.path, "fsck", "--no-progress")
+
+
+def test_cleanup_end_to_end_and_idempotent(crepo: Repo) -> None:
+    agents = agents_of(crepo, TASK)
+    out = crepo.ok("cleanup", TASK, "--json").json()
+    assert out["state"] == "CLEANUP"
+    assert set(out["deleted_branches"]) == {TASK, *(f"{TASK}-{a}" for a in agents)}
+    assert out["main_build"]["result"] == "SUCCESS"  # R-CMP-08 on the merged commit
+    assert_cleaned(crepo, agents)
+    again = crepo.ok("cleanup", TASK, "--json").json()
+    assert again["already_clean"] is True
+    todo = {r["task"]: r["availability"] for r in crepo.ok("todo", "--json").json()}
+    assert todo["needs-login"] == "available"
+    trail = json.loads((crepo.task_dir(TASK) / "audit-trail.json").read_text())
+    assert any(v.get("on_main") for v in trail["build_verifications"])
+
+
+def test_cleanup_refuses_unmerged_agent_commit(crepo: Repo) -> None:
+    agent = agents_of(crepo, TASK)[0]
+    wt = crepo.task_dir(TASK) / "agents" / agent / "code"
+    sha = commit_in(wt, "late.py", "x = 1\n", f"[agent:{agent}] late work")
+    result = crepo.run("cleanup", TASK)
+    assert result.code == 1 and "R-CLN-03" in result.err
+    assert f"{TASK}-{agent}: unmerged commit {sha[:7]}" in result.err
+    assert "--quarantine" in result.err
+    assert f"{TASK}-{agent}" in branches(crepo) and (wt / "late.py").exists()
+    assert crepo.ok("status", TASK, "--json").json()["state"] == "COMPLETE"
+
+
+def test_cleanup_refuses_dirty_worktree(crepo: Repo) -> None:
+    agent = agents_of(crepo, TASK)[-1]
+    wt = crepo.task_dir(TASK) / "agents" / agent / "code"
+    (wt / "notes.txt").write_text("uncommitted thoughts\n")
+    result = crepo.run("cleanup", TASK)
+    assert result.code == 1 and "uncommitted notes.txt" in result.err
+    assert (wt / "notes.txt").read_text() == "uncommitted thoughts\n"
+    assert crepo.ok("status", TASK, "--json").json()["state"] == "COMPLETE"
+
+
+def test_quarantine_keeps_the_work(crepo: Repo) -> None:
+    agents = agents_of(crepo, TASK)
+    first, last = agents[0], agents[-1]
+    wt1 = crepo.task_dir(TASK) / "agents" / first / "code"
+    sha = commit_in(wt1, "late.py", "x = 1\n", f"[agent:{first}] late work")
+    wt2 = crepo.task_dir(TASK) / "agents" / last / "code"
+    (wt2 / "notes.txt").write_text("uncommitted thoughts\n")
+    out = crepo.ok("cleanup", TASK, "--quarantine", "--json").json()
+    refs = out["quarantined"]
+    assert set(refs) == {f"{TASK}-{first}", f"{TASK}-{last}"}
+    assert refs[f"{TASK}-{first}"].startswith(f"refs/taskgate/quarantine/{TASK}-{first}-")
+    assert crepo.git("rev-parse", refs[f"{TASK}-{first}"]) == sha
+    kept = crepo.git("show", f"{refs[f'{TASK}-{last}']}:notes.txt")
+    assert kept == "uncommitted thoughts"
+    assert_cleaned(crepo, agents)
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        "cleanup:after-transition",
+        "cleanup:after-quarantine",
+        "cleanup:after-worktree",
+        "cleanup:after-branches",
+        "step:after-commit",
+    ],
+)
+def test_kill_during_cleanup_then_resume(crepo: Repo, point: str) -> None:
+    agents = agents_of(crepo, TASK)
+    crashed = crepo.run("cleanup", TASK, env={"TASKGATE_FAILPOINT": point})
+    assert crashed.code == -signal.SIGKILL
+    crepo.ok("cleanup", TASK)
+    assert_cleaned(crepo, agents)
+
+
+def test_cleanup_before_complete_is_refused(tmp_path_factory: pytest.TempPathFactory,
+                                            tmp_path: Path) -> None:  # fmt: skip
+    repo = approved_repo(tmp_path_factory, tmp_path / "r")
+    result = repo.run("cleanup", TASK)
+    assert result.code == 1 and "R-TRN-19" in result.err and "taskgate complete" in result.err
+    assert TASK in branches(repo)
+
+
+def test_failing_build_on_main_blocks_cleanup(tmp_path: Path) -> None:
+    """R-CMP-08 / C-83: a build that breaks only after the merge escalates (exit 4)."""
+    script = (
+        "import os, sys; sys.exit(os.path.exists('changelog.md') "
+        "and 'add-login' in open('changelog.md').read())"
+    )
+    config = f'[validation]\ncommands = [["python3", "-c", "{script}"]]\n'
+    repo = make_repo(tmp_path / "r", config=config)
+    to_complete(repo, TASK)
+    result = repo.run("cleanup", TASK)
+    assert result.code == 4 and "R-CMP-08" in result.err and "Please advise" in result.err
+    status = repo.ok("status", TASK, "--json").json()
+    assert status["state"] == "COMPLETE"
+    assert TASK in branches(repo)

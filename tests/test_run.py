@@ -1,0 +1,272 @@
+"""`taskgate run` and `taskgate demo` end to end with the scripted backend (issue 6)."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from conftest import Repo, git
+from taskgate.orchestrator.demo import create_sample
+
+
+def sample(
+    tmp_path: Path,
+    *,
+    auto: bool = True,
+    extra: str = "",
+    todo: str = "",
+    build: list[str] | None = None,
+) -> Repo:
+    """The demo's sample repository with taskgate initialised; `extra` appended to the config."""
+    path = create_sample(tmp_path / "sample", auto_approve=auto, build=build)
+    if todo:
+        (path / "todo.md").write_text(todo)
+    if extra:
+        config = path / "taskgate.toml"
+        config.write_text(config.read_text() + extra)
+    if todo or extra:
+        git(path, "commit", "-qam", "configure the sample")
+    repo = Repo(path)
+    repo.ok("init")
+    return repo
+
+
+def main_commits(repo: Repo) -> list[str]:
+    return repo.git("log", "--format=%s", "main").splitlines()
+
+
+def state(repo: Repo, task: str, session: str = "run") -> str:
+    return str(repo.ok("status", task, "--json", session=session).json()["state"])
+
+
+def test_demo_runs_both_tasks_to_cleanup(tmp_path: Path) -> None:
+    target = tmp_path / "demo"
+    result = Repo(tmp_path).ok("demo", "--dir", str(target), "--yes", session=None)
+    assert "Timeline:" in result.out
+    log = git(target, "log", "--format=%s", "main").splitlines()
+    assert len(log) == 3  # the initial commit + one squashed commit per task (R-CMP-04)
+    for sha in git(target, "rev-list", "main", "--max-count=2").split():
+        files = git(target, "show", "--name-only", "--format=", sha).split()
+        assert "todo.md" in files and "changelog.md" in files  # one atomic commit (R-CMP-04)
+    todo = (target / "todo.md").read_text()
+    assert "## add-slugify" not in todo and "## polish-guide" not in todo  # R-CMP-03
+    changelog = (target / "changelog.md").read_text()
+    assert "add-slugify" in changelog and "polish-guide" in changelog
+    assert git(target, "worktree", "list").count("\n") == 0  # only the main worktree
+    assert git(target, "branch", "--format=%(refname:short)").split() == ["main"]
+    assert (target / "src" / "textkit" / "slugify.py").exists()
+
+
+def test_run_stops_at_checkpoints_without_a_terminal(tmp_path: Path) -> None:
+    repo = sample(tmp_path, auto=False)
+    stopped = repo.run("run", "add-slugify", session="run")
+    assert stopped.code == 4, stopped.err
+    assert "taskgate approve add-slugify plan" in stopped.err
+    assert state(repo, "add-slugify") == "SYNTHESIS"
+    assert (repo.task_dir("add-slugify") / "task.md").read_text().count("Implementation Plan")
+    repo.ok("approve", "add-slugify", "plan", session="run")
+    at_review = repo.run("run", "add-slugify", session="run")
+    assert at_review.code == 4 and "taskgate approve add-slugify changes" in at_review.err
+    assert state(repo, "add-slugify") == "AWAITING_USER_APPROVAL"
+    repo.ok("approve", "add-slugify", "changes", session="run")
+    repo.ok("run", "add-slugify", session="run")
+    assert state(repo, "add-slugify") == "CLEANUP"
+    assert len(main_commits(repo)) == 2
+
+
+def test_yes_is_refused_unless_the_repository_allows_it(tmp_path: Path) -> None:
+    repo = sample(tmp_path, auto=False)
+    result = repo.run("run", "add-slugify", "--yes", session="run")
+    assert result.code == 1 and "R-CKP-02" in result.err and "allow_auto_approve" in result.err
+    assert repo.run("status", "add-slugify", session="run").code == 2  # nothing was started
+
+
+def test_change_request_at_the_terminal_goes_back_to_implementation(tmp_path: Path) -> None:
+    repo = sample(tmp_path, auto=False)
+    repo.run("run", "add-slugify", session="run")
+    repo.ok("approve", "add-slugify", "plan", session="run")
+    repo.run("run", "add-slugify", session="run")
+    said = repo.run("say", "add-slugify", "please rename the helper to make_slug", session="run")
+    assert said.code == 0, said.err
+    assert state(repo, "add-slugify") == "IMPLEMENTATION"  # R-TRN-23, no question asked
+    again = repo.run("run", "add-slugify", session="run")
+    assert again.code == 4 and state(repo, "add-slugify") == "AWAITING_USER_APPROVAL"
+    log = repo.ok("status", "add-slugify", "--json", session="run").json()["transition_log"]
+    targets = [e["to"] for e in log]
+    assert targets.count("VALIDATION") == 2 and targets.count("REVIEW") == 2  # R-TRN-26
+
+
+FAIL_ONCE = """
+[agents.scripted]
+faults = [{fault = "fail", agent = "quality", mode = "requirements", attempt = 1},
+          {fault = "short-report", agent = "style", mode = "requirements", attempt = 1},
+          {fault = "garbage", agent = "test", mode = "requirements", attempt = 1},
+          {fault = "nothing", agent = "build", mode = "requirements", attempt = 1}]
+"""
+
+
+def test_partial_completion_is_retried(tmp_path: Path) -> None:
+    repo = sample(tmp_path, extra=FAIL_ONCE)
+    repo.ok("run", "add-slugify", "--yes", session="run")
+    status = repo.ok("status", "add-slugify", "--json", session="run").json()
+    assert status["state"] == "CLEANUP"
+    trail = (repo.task_dir("add-slugify") / "audit-trail.json").read_text()
+    assert trail.count('"agent_name": "quality"') >= 2  # invoked again after its ERROR
+
+
+ALWAYS_FAIL = """
+[agents.scripted]
+faults = [{fault = "fail", agent = "quality", mode = "requirements"}]
+"""
+
+
+def test_escalation_after_three_retries(tmp_path: Path) -> None:
+    repo = sample(tmp_path, extra=ALWAYS_FAIL)
+    result = repo.run("run", "add-slugify", "--yes", session="run")
+    assert result.code == 4
+    assert "Max retries exceeded (3)" in result.err  # R-AST-07
+    assert "Abandon task and select alternative" in result.err  # R-REC-16
+    assert result.err.rstrip().splitlines()[-2].startswith("Please advise") or (
+        "Please advise on how to proceed." in result.err
+    )
+    assert state(repo, "add-slugify") == "REQUIREMENTS"  # R-REC-17: escalation moves nothing
+    agents = repo.ok("status", "add-slugify", "--json", session="run").json()["agents"]
+    quality = next(a for a in agents if a["agent"] == "quality")
+    assert quality["retry_count"] == 3 and quality["status"] == "ERROR"
+
+
+REJECT_ONCE = """
+[agents.scripted]
+faults = [{fault = "reject", agent = "style", mode = "review", round = 1}]
+"""
+
+
+def test_rejection_leads_to_a_second_round(tmp_path: Path) -> None:
+    repo = sample(tmp_path, extra=REJECT_ONCE)
+    repo.ok("run", "add-slugify", "--yes", session="run")
+    status = repo.ok("status", "add-slugify", "--json", session="run").json()
+    targets = [e["to"] for e in status["transition_log"]]
+    assert targets.count("REVIEW") == 2 and targets.count("IMPLEMENTATION") == 2
+    rejected = [v for v in status["verdicts"] if v["decision"] == "REJECTED"]
+    assert [v["agent"] for v in rejected] == ["style"] and rejected[0]["round"] == 1
+    assert status["state"] == "CLEANUP"
+
+
+SCOPE = """
+[agents.scripted]
+faults = [{fault = "scope", agent = "*", mode = "review", round = 1}]
+"""
+
+
+def test_scope_negotiation_defers_work_to_new_tasks(tmp_path: Path) -> None:
+    repo = sample(tmp_path, extra=SCOPE)
+    repo.ok("run", "add-slugify", "--yes", session="run")
+    status = repo.ok("status", "add-slugify", "--json", session="run").json()
+    targets = [e["to"] for e in status["transition_log"]]
+    assert "SCOPE_NEGOTIATION" in targets
+    after = targets[targets.index("SCOPE_NEGOTIATION") + 1]
+    assert after == "SYNTHESIS"  # C-22: exits only to SYNTHESIS, with re-approval
+    plan_approvals = [a for a in status["approvals"] if a["kind"] == "plan"]
+    assert len(plan_approvals) == 2 and plan_approvals[0]["revoked_at"]  # R-TRN-24
+    todo = (repo.path / "todo.md").read_text()
+    assert "deferred from add-slugify" in todo  # R-REV-05: follow-up tasks on main
+
+
+def flaky_build(tmp_path: Path, failures: int, marker: str) -> list[str]:
+    """A build command that fails `failures` times printing `marker`, then passes."""
+    script = tmp_path / "flaky.py"
+    state_file = tmp_path / "flaky.count"
+    script.write_text(
+        "import pathlib, sys\n"
+        f"p = pathlib.Path({str(state_file)!r})\n"
+        "n = int(p.read_text()) if p.exists() else 0\n"
+        "p.write_text(str(n + 1))\n"
+        f"if n < {failures}:\n"
+        f"    print({marker!r})\n"
+        "    sys.exit(1)\n"
+        "print('Tests run: 3, Failures: 0')\n"
+    )
+    return ["python3", str(script)]
+
+
+def test_validation_failure_is_routed_back_and_recovers(tmp_path: Path) -> None:
+    repo = sample(tmp_path, build=flaky_build(tmp_path, 1, "There are test failures"))
+    repo.ok("run", "add-slugify", "--yes", session="run")
+    status = repo.ok("status", "add-slugify", "--json", session="run").json()
+    targets = [e["to"] for e in status["transition_log"]]
+    assert targets.count("VALIDATION") == 2
+    back = [
+        e
+        for e in status["transition_log"]
+        if e["from"] == "VALIDATION" and e["to"] == "IMPLEMENTATION"
+    ]
+    assert back and "test" in back[0]["reason"]  # R-VAL-06: test failures go to the test agent
+    assert [v["success"] for v in status["validations"]] == [False, True]
+
+
+def test_unknown_build_failure_escalates(tmp_path: Path) -> None:
+    repo = sample(tmp_path, build=flaky_build(tmp_path, 5, "segfault somewhere"))
+    result = repo.run("run", "add-slugify", "--yes", session="run")
+    assert result.code == 4 and "unknown" in result.err  # R-VAL-08
+    assert state(repo, "add-slugify") == "VALIDATION"
+
+
+@pytest.mark.parametrize(
+    "point",
+    ["run:REQUIREMENTS", "run:after-invoke", "run:IMPLEMENTATION", "run:VALIDATION",
+     "run:REVIEW", "run:AWAITING_USER_APPROVAL", "run:COMPLETE"],
+)  # fmt: skip
+def test_resume_after_kill(tmp_path: Path, point: str) -> None:
+    repo = sample(
+        tmp_path,
+    )
+    killed = repo.run("run", "add-slugify", "--yes", session="run",
+                      env={"TASKGATE_FAILPOINT": point})  # fmt: skip
+    assert killed.code == -signal.SIGKILL, killed.err
+    repo.ok("run", "add-slugify", "--yes", session="run")
+    assert state(repo, "add-slugify") == "CLEANUP"
+    assert len(main_commits(repo)) == 2
+    git(repo.path, "fsck", "--no-progress")
+
+
+THREE = """# Tasks
+
+## base-a: First helper
+- Purpose: a
+- Scope: src/textkit/alpha.py
+- Components: alpha
+- Files: src/textkit/alpha.py, tests/test_alpha.py
+
+## docs-c: Document the helpers
+- Purpose: c
+- Scope: docs/helpers.md
+- Components: docs
+- Files: docs/helpers.md
+- Depends: base-a
+
+## base-b: Second helper
+- Purpose: b
+- Scope: src/textkit/beta.py
+- Components: beta
+- Files: src/textkit/beta.py, tests/test_beta.py
+"""
+
+
+def test_continuous_mode_respects_dependencies(tmp_path: Path) -> None:
+    repo = sample(tmp_path, todo=THREE)
+    result = repo.ok("run", "--all", "--yes", "--json", session="run")
+    starts = [line for line in result.out.splitlines() if '"event": "start"' in line]
+    order = [line.split('"task": "')[1].split('"')[0] for line in starts]
+    assert order == ["base-a", "docs-c", "base-b"]  # docs-c once base-a is done (R-BAT-04)
+    assert len(main_commits(repo)) == 4
+    assert "## " not in (repo.path / "todo.md").read_text().split("# Tasks", 1)[1]
+
+
+def test_run_names_a_missing_task(tmp_path: Path) -> None:
+    repo = sample(
+        tmp_path,
+    )
+    result = repo.run("run", "nope", "--yes", session="run")
+    assert result.code == 2 and "todo.md" in result.err

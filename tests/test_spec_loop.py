@@ -1,0 +1,187 @@
+"""The clarification loop with scripted agents: every termination reason, staleness, the
+question limit, and the invariant that every save is valid and index.md reflects it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from taskgate.spec import loop as loop_module
+from taskgate.spec.agents import (
+    DEMO_SCENARIO,
+    AgentFailed,
+    ScriptedSpecBackend,
+    SpecAgents,
+    backend_from,
+)
+from taskgate.spec.detect import create
+from taskgate.spec.index import index_view, parse_index
+from taskgate.spec.loop import Outcome, Workflow
+from taskgate.spec.responders import Nobody, Preset, Scripted
+from taskgate.spec.state import MAX_QUESTIONS, SpecPaths, SpecState, load_state, validate_state
+
+STUBBORN = {"key": "stubborn", "severity": "important", "summary": "Never settled",
+            "section": "Requirements", "question": "Which one?", "needs": None}  # fmt: skip
+
+
+def scenario(decisions: list[str], *extra: dict[str, Any]) -> dict[str, Any]:
+    """A scenario with one gap that answers never resolve, plus `extra` gaps."""
+    return {"gaps": [STUBBORN, *extra], "answers": {}, "decisions": decisions}
+
+
+@pytest.fixture(autouse=True)
+def checked_saves(monkeypatch: pytest.MonkeyPatch) -> list[SpecState]:
+    """Every save passes the integrity check and index.md shows exactly the saved state."""
+    saved: list[SpecState] = []
+    original = loop_module.save_state
+
+    def save(paths: SpecPaths, state: SpecState, **kw: Any) -> SpecState:
+        assert validate_state(state) == [], (state.phase, validate_state(state))
+        result = original(paths, state, **kw)
+        assert parse_index(paths.index.read_text()) == index_view(state)  # R-SPC-13
+        saved.append(state)
+        return result
+
+    monkeypatch.setattr(loop_module, "save_state", save)
+    return saved
+
+
+def start(tmp_path: Path, scen: dict[str, Any], description: str = "User login") -> Workflow:
+    """A1's first half on disk, and the workflow over it."""
+    paths = create(tmp_path / "specs", description, "user-login",
+                   agents={"backend": "scripted", "scenario": scen}, scripted=True,
+                   now="2024-01-01T00:00:00Z")  # fmt: skip
+    state = load_state(paths)
+    assert state is not None
+    return Workflow(paths, state, SpecAgents(backend_from(state.agents)))
+
+
+def run_scripted(tmp_path: Path, scen: dict[str, Any]) -> Outcome:
+    """Run a scenario to the end with the scripted person."""
+    wf = start(tmp_path, scen)
+    outcome = wf.run(Scripted(wf.state))
+    assert outcome.waiting is None
+    return outcome
+
+
+def test_success_with_the_demo_scenario(tmp_path: Path) -> None:
+    outcome = run_scripted(tmp_path, DEMO_SCENARIO)
+    s = outcome.state
+    assert (s.loop_status, s.termination_reason, s.current_iteration) == ("completed", "success", 3)
+    assert {g.key: g.status for g in s.gaps} == {
+        "actors": "resolved", "data": "resolved", "failure": "resolved",
+        "latency": "resolved", "glossary": "deferred",
+    }  # fmt: skip
+    assert [c.question for c in s.clarifications] == ["C1.1", "C1.2", "C1.3", "C2.1"]
+    root = tmp_path / "specs" / "001-user-login"
+    assert "**FR-005**" in (root / "spec.md").read_text()
+    report = (root / "quality-report.md").read_text()
+    assert "Termination: success" in report and "| FR-005 | CHK-005 |" in report
+    assert "G-004 | Minor | deferred" in report
+    assert s.rewrites == 1  # the critical gap sent the first spec back to A2 once
+
+
+@pytest.mark.parametrize(
+    ("decisions", "reason", "status"),
+    [
+        (["accept"], "accepted", "completed"),  # no progress in iteration 2: accept
+        (["abort"], "aborted", "terminated"),
+        (["retry", "retry", "accept"], "stale_accepted", "completed"),  # stale at 3: accept
+        (["retry", "retry", "edit"], "manual_edit", "terminated"),
+        (["retry"], "max_iterations", "completed"),  # always retry: stops at iteration 10
+    ],
+)
+def test_each_termination_reason(tmp_path: Path, decisions: list[str], reason: str,
+                                 status: str) -> None:  # fmt: skip
+    s = run_scripted(tmp_path, scenario(decisions)).state
+    assert (s.termination_reason, s.loop_status) == (reason, status)
+    report = tmp_path / "specs" / "001-user-login" / "quality-report.md"
+    assert report.exists() is (status == "completed")  # only completing reasons run phase C
+    if reason == "max_iterations":
+        assert s.current_iteration == 10
+    if reason in ("accepted", "max_iterations", "stale_accepted"):
+        assert s.gap("G-001").status == "accepted"  # type: ignore[union-attr]
+
+
+def test_staleness_warns_at_2_and_escalates_at_3(tmp_path: Path) -> None:
+    s = run_scripted(tmp_path, scenario(["retry", "retry", "accept"])).state
+    actions = [(h.iteration, h.action) for h in s.history if h.gap == "G-001"]
+    assert (3, "stale_warning") in actions
+    assert (4, "escalated") in actions
+    assert (4, "decision:accept") in actions
+    assert s.decisions == ["no_progress:retry", "no_progress:retry", "stale:accept"]
+
+
+def test_stale_retry_restarts_the_clock(tmp_path: Path) -> None:
+    s = run_scripted(tmp_path, scenario(["retry"])).state
+    escalations = [h.iteration for h in s.history if h.action == "escalated"]
+    assert escalations == [4, 7]  # retry at 4 restarts the clock, so 3 more iterations
+
+
+def test_at_most_three_questions_grouped_by_section(tmp_path: Path) -> None:
+    gaps = [{"key": f"k{n}", "severity": "important", "summary": f"S{n}", "section": sec,
+             "question": f"Q{n}?"} for n, sec in enumerate("AABCDE")]  # fmt: skip
+    wf = start(tmp_path, {"gaps": gaps, "answers": {}})
+    outcome = wf.run(Nobody())
+    assert outcome.waiting == "answers"
+    questions = outcome.state.pending_questions
+    assert len(questions) == MAX_QUESTIONS
+    assert [q.id for q in questions] == ["C1.1", "C1.2", "C1.3"]
+    assert questions[0].gaps == ["G-001", "G-002"]  # one question, two gaps (C-56)
+    assert questions[0].text == "Q0? Q1?"
+    unasked = [g.id for g in outcome.state.gaps if g.status == "open"]
+    assert unasked == ["G-005", "G-006"]  # asked in a later iteration
+
+
+def test_non_answers_make_no_progress(tmp_path: Path) -> None:
+    wf = start(tmp_path, DEMO_SCENARIO)
+    first = wf.run(Nobody())
+    skip = {q.id: "skip" for q in first.state.pending_questions}
+    second = wf.run(Preset(skip, None, Nobody()))
+    assert second.waiting == "decision"
+    assert second.state.pending_decision is not None
+    assert second.state.pending_decision.kind == "no_progress"
+    third = wf.run(Preset({}, "abort", Nobody()))
+    assert third.state.termination_reason == "aborted"
+
+
+def test_a_finished_workflow_runs_nothing(tmp_path: Path, checked_saves: list[SpecState]) -> None:
+    wf = start(tmp_path, DEMO_SCENARIO)
+    wf.run(Scripted(wf.state))
+    count = len(checked_saves)
+    assert wf.run(Nobody()).waiting is None
+    assert len(checked_saves) == count  # R-SPC-09: report only
+
+
+class Garbage:
+    """A backend that replies outside the contract."""
+
+    name = "garbage"
+
+    def invoke(self, role: str, request: Any) -> Any:
+        return {"questions": [{"gaps": ["G-999"]}], "gaps": [{"severity": "fatal"}], "spec": ""}
+
+
+def test_replies_outside_the_contract_fail_without_saving(tmp_path: Path) -> None:
+    wf = start(tmp_path, DEMO_SCENARIO)
+    before = wf.paths.state.read_text()
+    wf.agents = SpecAgents(Garbage())
+    with pytest.raises(AgentFailed):
+        wf.run(Nobody())
+    assert wf.paths.state.read_text() != before  # A1 completed and was saved ...
+    assert load_state(wf.paths).loop_status == "spec_writing"  # type: ignore[union-attr]
+    agents = SpecAgents(Garbage())
+    with pytest.raises(AgentFailed):
+        agents.validate("001-x", "d", "spec", 1)
+    with pytest.raises(AgentFailed):
+        agents.classify([{"id": "G-001"}])
+
+
+def test_scripted_backend_is_deterministic() -> None:
+    backend = ScriptedSpecBackend(DEMO_SCENARIO)
+    request = {"feature_id": "001-x", "description": "d", "clarifications": [], "feedback": []}
+    assert backend.invoke("spec-writer", request) == backend.invoke("spec-writer", request)
+    assert backend.answer("actors", 5) == backend.answer("actors", 0)
+    assert backend.decide(3) == "retry"
