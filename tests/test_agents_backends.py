@@ -215,6 +215,7 @@ def faulty(kind: str, **kw: Any) -> ScriptedBackend:
         ("short-report", Mode.REQUIREMENTS, ResultStatus.ERROR, "R-DOC-04"),
         ("garbage", Mode.REVIEW, ResultStatus.ERROR, "no JSON result object"),
         ("blocked", Mode.IMPLEMENTATION, ResultStatus.BLOCKED, "human decision"),
+        ("escape", Mode.REVIEW, ResultStatus.ERROR, "outside its worktree"),
     ],
 )
 def test_fault_becomes_a_result_the_orchestrator_can_act_on(

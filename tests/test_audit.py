@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from conftest import Repo, git, make_repo
-from flow import PASSING_BUILD, commit_in, to_awaiting, to_implementation, to_requirements
+from flow import (
+    PASSING_BUILD,
+    approve_changes,
+    commit_in,
+    to_awaiting,
+    to_complete,
+    to_implementation,
+    to_requirements,
+)
 from flow import to_synthesis as flow_to_synthesis
 from taskgate.protocol import audit_checks as ac
 from taskgate.protocol.agents import STAKEHOLDERS
@@ -124,8 +132,17 @@ def test_clean_task_passes_and_audit_writes_nothing(awaiting: Repo) -> None:
     assert code == 0, json.dumps(data, indent=1)
     assert data["verdict"] == "PASSED"
     ids = [c["id"] for c in data["tasks"][0]["checks"]]
-    for check in ("hash-chain", "transitions", "artifacts", "approvals", "agent-additions",
-                  "agents-completed", "1.2", "views", "git"):  # fmt: skip
+    for check in (
+        "hash-chain",
+        "transitions",
+        "artifacts",
+        "approvals",
+        "agent-additions",
+        "agents-completed",
+        "1.2",
+        "views",
+        "git",
+    ):
         assert check in ids
     text = awaiting.run("audit", TASK)
     assert text.code == 0 and "PASSED" in text.out
@@ -190,8 +207,10 @@ def test_tamper_transition_row_deleted_with_sqlite(saved: Repo) -> None:
     assert code == 1
     evidence = findings(data, "transitions")
     assert any("has index 5: a transition_log row was deleted or inserted" in e for e in evidence)
-    assert any("starts at VALIDATION but the previous transition ended at IMPLEMENTATION" in e
-               for e in evidence)  # fmt: skip
+    assert any(
+        "starts at VALIDATION but the previous transition ended at IMPLEMENTATION" in e
+        for e in evidence
+    )
     assert any("transition_log has 6 rows but the audit trail records 7" in e for e in evidence)
 
 
@@ -221,8 +240,9 @@ def _event_at(repo: Repo, seq: int) -> str:
 
 def test_tamper_event_deleted_with_sqlite(saved: Repo) -> None:
     conn = sqlite3.connect(db(saved))
-    seqs = [r[0] for r in conn.execute("SELECT seq FROM events WHERE task = ? ORDER BY seq",
-                                       (TASK,))]  # fmt: skip
+    seqs = [
+        r[0] for r in conn.execute("SELECT seq FROM events WHERE task = ? ORDER BY seq", (TASK,))
+    ]
     conn.close()
     victim = seqs[5]
     sql(saved, "DELETE FROM events WHERE seq = ?", victim)
@@ -241,18 +261,25 @@ def test_tamper_automated_approval_inserted_with_sqlite(saved: Repo) -> None:
         "INSERT INTO approvals (task, kind, bound_to, presented_at, approved_at, provenance, "
         "message_hash, revoked_at, revoke_reason) VALUES (?, 'changes', ?, ?, ?, "
         "'automated --yes', '', NULL, '')",
-        TASK, bound, at, at,
-    )  # fmt: skip
+        TASK,
+        bound,
+        at,
+        at,
+    )
     code, data = audit(saved, TASK)
     assert code == 1
     evidence = findings(data, "approvals")
-    assert f"changes approval of {bound[:12]} at {at} came from 'automated --yes', not from a " \
-        "human (R-CKP-02, R-CKP-05)" in evidence  # fmt: skip
-    assert ("the approvals table holds 1 changes approval(s) but the audit trail records 0"
-            in evidence)  # fmt: skip
-    assert (f"changes approval of {bound[:12]} at {at} is bound to {bound[:12]} presented at "
-            f"{at}, but no such presentation is recorded (R-CKP-03, R-CKP-13, R-CKP-15)"
-            in evidence)  # fmt: skip
+    assert (
+        f"changes approval of {bound[:12]} at {at} came from 'automated --yes', not from a "
+        "human (R-CKP-02, R-CKP-05)" in evidence
+    )
+    assert (
+        "the approvals table holds 1 changes approval(s) but the audit trail records 0" in evidence
+    )
+    assert (
+        f"changes approval of {bound[:12]} at {at} is bound to {bound[:12]} presented at "
+        f"{at}, but no such presentation is recorded (R-CKP-03, R-CKP-13, R-CKP-15)" in evidence
+    )
 
 
 def test_tamper_task_branch_rewritten_behind_taskgates_back(saved: Repo) -> None:
@@ -327,8 +354,12 @@ def test_check_1_2_untagged_commit_and_tool_usage(tmp_path: Path) -> None:
                 {"tool": "Write", "file_path": path, "agent": "quality"},
                 "2030-01-01T00:00:01Z",
             )
-            tx.append_event(TASK, "tool_usage", {"tool": "Edit", "file_path": "notes.md"},
-                            "2030-01-01T00:00:02Z")  # fmt: skip
+            tx.append_event(
+                TASK,
+                "tool_usage",
+                {"tool": "Edit", "file_path": "notes.md"},
+                "2030-01-01T00:00:02Z",
+            )
     finally:
         store.close()
     code, data = audit(repo, TASK)
@@ -370,8 +401,7 @@ def test_agent_invocation_never_completed(tmp_path: Path) -> None:
     agent = repo.ok("status", TASK, "--json").json()["required_agents"][0]
     repo.ok("agent", "set", TASK, agent, "WORKING")
     assert audit(repo, TASK)[0] == 0  # running in the current phase is normal
-    repo.ok("transition", TASK, "CLASSIFIED", "--reason", "agent blocker",
-            cwd=repo.worktree(TASK))  # fmt: skip
+    repo.ok("transition", TASK, "CLASSIFIED", "--reason", "agent blocker", cwd=repo.worktree(TASK))
     code, data = audit(repo, TASK)
     assert code == 1
     (evidence,) = findings(data, "agents-completed")
@@ -398,12 +428,23 @@ def test_pure_skipped_state_and_missing_gate_evidence() -> None:
         ac.Logged(n, str(e.payload["from"]), str(e.payload["to"]), e.at)
         for n, e in enumerate(events[1:])
     )
-    i = ac.AuditInput(TASK, "VALIDATION", "HIGH", "code", ("architect",), ("architect",),
-                      log, events, report_sizes={"architect": 10})  # fmt: skip
+    i = ac.AuditInput(
+        TASK,
+        "VALIDATION",
+        "HIGH",
+        "code",
+        ("architect",),
+        ("architect",),
+        log,
+        events,
+        report_sizes={"architect": 10},
+    )
     results = {r.id: r for r in ac.run_checks(i)}
     trn = [f.evidence for f in results["transitions"].findings]
-    assert trn == ["transition #3 (SYNTHESIS -> VALIDATION at 2030-01-01T00:00:05Z) is not in the "
-                   "transition table (R-TRN-03)"]  # fmt: skip
+    assert trn == [
+        "transition #3 (SYNTHESIS -> VALIDATION at 2030-01-01T00:00:05Z) is not in the "
+        "transition table (R-TRN-03)"
+    ]
     art = [f.evidence for f in results["artifacts"].findings]
     assert art == [
         "REQUIREMENTS -> SYNTHESIS at 2030-01-01T00:00:04Z: no COMPLETE from architect in "
@@ -420,27 +461,89 @@ def test_pure_approval_before_presentation_and_automated_allowed() -> None:
         _ev(2, "presentation", kind="plan", bound_to="h"),
         _ev(3, "transition", **{"from": "SYNTHESIS", "to": "IMPLEMENTATION"}),
     )
-    approval = ac.ApprovalRecord("plan", "h", "2030-01-01T00:00:02Z", "2030-01-01T00:00:01Z",
-                                 "automated --yes")  # fmt: skip
+    approval = ac.ApprovalRecord(
+        "plan", "h", "2030-01-01T00:00:02Z", "2030-01-01T00:00:01Z", "automated --yes"
+    )
     shown = ac.PresentationRecord("plan", "h", "2030-01-01T00:00:02Z")
-    base = ac.AuditInput(TASK, "IMPLEMENTATION", events=events, approvals=(approval,),
-                         presentations=(shown,))  # fmt: skip
+    base = ac.AuditInput(
+        TASK, "IMPLEMENTATION", events=events, approvals=(approval,), presentations=(shown,)
+    )
     result = ac.check_approvals(base)
     evidence = [f.evidence for f in result.findings]
     assert any("came from 'automated --yes', not from a human" in e for e in evidence)
     assert any("precedes its presentation" in e for e in evidence)
     assert any("was given before anything was presented (R-CKP-04)" in e for e in evidence)
     allowed = ac.check_approvals(
-        ac.AuditInput(TASK, "IMPLEMENTATION", events=events, approvals=(approval,),
-                      presentations=(shown,), auto_approve_allowed=True)
-    )  # fmt: skip
+        ac.AuditInput(
+            TASK,
+            "IMPLEMENTATION",
+            events=events,
+            approvals=(approval,),
+            presentations=(shown,),
+            auto_approve_allowed=True,
+        )
+    )
     assert allowed.notes and not any("not from a human" in f.evidence for f in allowed.findings)
 
 
 @pytest.mark.parametrize(
     ("path", "source"),
-    [("src/a.py", True), ("pom.xml", True), ("src/main/java/A.kt", True), ("README.md", False),
-     (".taskgate/tasks/t/task.md", False), ("docs/x.txt", False)],
-)  # fmt: skip
+    [
+        ("src/a.py", True),
+        ("pom.xml", True),
+        ("src/main/java/A.kt", True),
+        ("README.md", False),
+        (".taskgate/tasks/t/task.md", False),
+        ("docs/x.txt", False),
+    ],
+)
 def test_pure_source_files(path: str, source: bool) -> None:
     assert ac.is_source_file(path) is source
+
+
+def test_artifacts_evidence_deleted_with_sqlite(saved: Repo) -> None:
+    sql(saved, "DELETE FROM events WHERE task = ? AND kind = 'validation'", TASK)
+    code, data = audit(saved, TASK)
+    assert code == 1
+    (evidence,) = findings(data, "artifacts")
+    assert evidence.startswith("VALIDATION -> REVIEW at ")
+    assert evidence.endswith(": no passing build recorded in VALIDATION (R-VAL-01)")
+    assert findings(data, "hash-chain")  # the deletion also breaks the chain
+
+
+def test_completed_and_cleaned_up_task_and_rewritten_main(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", config=PASSING_BUILD)
+    to_complete(repo, TASK)
+    code, data = audit(repo, TASK)
+    assert code == 0, json.dumps(data, indent=1)
+    merged = repo.ok("status", TASK, "--json").json()
+    repo.ok("cleanup", TASK)  # R-CMP-08 runs the build on main first; it passes here
+    code, data = audit(repo, TASK)
+    assert code == 0, json.dumps(data, indent=1)
+    assert data["tasks"][0]["state"] == "CLEANUP"
+    head = repo.git("rev-parse", "main")
+    repo.git("reset", "-q", "--hard", "main~1")  # main rewritten behind taskgate's back
+    code, data = audit(repo, TASK)
+    assert code == 1
+    assert findings(data, "git") == [
+        f"the merged commit {head[:12]} is not on main: the main branch was rewritten"
+    ]
+    assert merged["state"] == "COMPLETE"
+
+
+def test_killed_during_complete_points_at_the_resuming_command(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", config=PASSING_BUILD)
+    to_awaiting(repo, TASK)
+    approve_changes(repo, TASK)
+    crashed = repo.run("complete", TASK, env={"TASKGATE_FAILPOINT": "complete:after-archival"})
+    assert crashed.code == -9
+    code, data = audit(repo, TASK)
+    assert code == 1
+    assert "the journaled step 'complete' was interrupted (pending in the task row)" in findings(
+        data, "git"
+    )
+    result = repo.run("recover", TASK, "--json")
+    (d,) = result.json()
+    assert d["procedure"] == "P1" and f"taskgate complete {TASK}" in d["actions"][0]
+    repo.ok("complete", TASK)
+    assert audit(repo, TASK)[0] == 0

@@ -167,6 +167,7 @@ def test_main_moving_mid_completion_is_refused_then_recoverable(arepo: Repo) -> 
     result = arepo.run("complete", TASK)
     assert result.code == 1 and "R-CMP-06" in result.err
     assert arepo.git("rev-parse", "main") == main_now
+    recover_by_rebase(arepo)  # the squashed, archived commit is rebased and completes as is
 
 
 def test_push_to_remote_at_checkpoint(tmp_path: Path) -> None:
@@ -198,3 +199,30 @@ def test_missing_configured_remote_is_refused(tmp_path: Path) -> None:
     result = repo.run("transition", TASK, "AWAITING_USER_APPROVAL")
     assert result.code == 1 and "R-WTB-07" in result.err and "git remote add upstream" in result.err
     assert repo.ok("status", TASK, "--json").json()["state"] == "REVIEW"
+
+
+def test_recovery_path_after_non_fast_forward(arepo: Repo) -> None:
+    """C-36: rebase, validate again, present again, then complete lands on the new main."""
+    commit_in(arepo.path, "other.txt", "another task landed\n", "other work on main")
+    assert arepo.run("complete", TASK).code == 1
+    recover_by_rebase(arepo)
+
+
+def recover_by_rebase(arepo: Repo) -> None:
+    """Follow the R-CMP-06 hint to the end and check the result."""
+    from flow import agents_of
+
+    arepo.ok("transition", TASK, "IMPLEMENTATION", "--reason", "rebase onto main (R-CMP-06)")
+    git(arepo.worktree(TASK), "rebase", "-q", "main")
+    for agent in agents_of(arepo, TASK):
+        arepo.ok("agent", "set", TASK, agent, "COMPLETE", "--done")
+    arepo.ok("transition", TASK, "VALIDATION")
+    arepo.ok("validate", TASK)
+    arepo.ok("transition", TASK, "REVIEW")
+    for agent in agents_of(arepo, TASK):
+        arepo.ok("agent", "verdict", TASK, agent, "APPROVED")
+    arepo.ok("transition", TASK, "AWAITING_USER_APPROVAL")
+    approve_changes(arepo, TASK)
+    main_before = arepo.git("rev-parse", "main")
+    arepo.ok("complete", TASK)
+    assert_completed(arepo, main_before)

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from conftest import Repo, make_repo
 from flow import (
@@ -22,7 +24,13 @@ from taskgate.engine import checkpoints
 from taskgate.engine.conversation import record_human_message
 from taskgate.engine.core import Engine
 from taskgate.engine.workspace import find_workspace
-from taskgate.protocol.messages import Checkpoint, MessageKind, clarification_text
+from taskgate.protocol.messages import (
+    Checkpoint,
+    MessageKind,
+    clarification_text,
+    classify_message,
+)
+from taskgate.protocol.states import State
 
 
 @pytest.fixture
@@ -105,7 +113,9 @@ def test_seed_000_example_2_status_audit_resume_at_review(brepo: Repo) -> None:
 
 def test_r_ckp_04_approval_words_before_the_presentation_never_count(repo: Repo) -> None:
     to_synthesis(repo, "add-login")
-    assert say(repo, "LGTM")["kind"] == "OTHER"  # no checkpoint is pending yet
+    early = say(repo, "LGTM")
+    assert early["kind"] == "OTHER" and "R-CKP-04" in str(early["note"])  # nothing presented
+    assert "taskgate present add-login" in str(early["response"])
     assert say(repo, "proceed")["kind"] == "RESUMPTION"
     assert repo.ok("status", "add-login", "--json").json()["approvals"] == []
     repo.ok("present", "add-login")
@@ -231,6 +241,14 @@ def test_r_ckp_13_say_approval_after_a_new_commit_is_refused(brepo: Repo) -> Non
     }
 
 
+def test_r_int_11_change_request_counts_before_the_presentation(brepo: Repo) -> None:
+    to_awaiting(brepo, "add-login")
+    assert say(brepo, "LGTM")["kind"] == "OTHER"  # R-CKP-04: no approval before presenting
+    data = say(brepo, "fix the typo in the docstring")
+    assert data["kind"] == "CHANGE_REQUEST" and data["checkpoint"] == "CHANGES"
+    assert data["state_after"] == "IMPLEMENTATION"
+
+
 def test_c_08_skip_path_change_request_returns_to_synthesis(repo: Repo) -> None:
     to_synthesis(repo, "fix-typo", "--risk-level", "LOW")
     approve_plan(repo, "fix-typo")
@@ -269,3 +287,61 @@ def test_say_reads_stdin_and_needs_no_session(repo: Repo) -> None:
     data = result.json()
     assert data["kind"] == "APPROVAL" and data["state_after"] == "IMPLEMENTATION"
     assert data["approval"]["kind"] == "plan" and len(data["message_hash"]) == 64
+
+
+# --- property: only approvals and change requests move the state (C-68, R-INT-02) ----------
+
+VOCABULARY = (
+    "continue", "keep going", "proceed", "LGTM", "approved", "yes", "ok", "why", "what",
+    "status", "audit", "/audit-session", "rename foo", "not", "?", "merge it", "later",
+    "the plan", "thanks", "another task", "hmm", "explain", "carry on", "👍",
+)  # fmt: skip
+TEXTS = st.lists(st.sampled_from(VOCABULARY) | st.text(max_size=8), min_size=1, max_size=5).map(
+    " ".join
+)
+
+
+def test_property_r_int_02_messages_outside_a_checkpoint_never_move_the_state(
+    repo: Repo,
+) -> None:
+    to_implementation(repo, "add-login")
+    engine = Engine(find_workspace(repo.path), session_id="", cwd=repo.path)
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(TEXTS)
+    def check(text: str) -> None:
+        assume(text.strip())
+        result = record_human_message(engine, "add-login", text, checkpoints.HUMAN_PROMPT)
+        assert result.state_before == result.state_after == "IMPLEMENTATION"
+        assert result.approval is None and result.kind is not MessageKind.APPROVAL
+
+    try:
+        check()
+        snap = engine.require_snapshot("add-login")
+        assert snap.task.state == "IMPLEMENTATION" and snap.active_approval("changes") is None
+    finally:
+        engine.close()
+
+
+def test_property_r_ckp_08_at_the_plan_checkpoint_only_an_approval_moves_on(repo: Repo) -> None:
+    to_synthesis(repo, "add-login")
+    repo.ok("present", "add-login")
+    engine = Engine(find_workspace(repo.path), session_id="s1", cwd=repo.path)
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(TEXTS)
+    def check(text: str) -> None:
+        expected = classify_message(text, state=State.SYNTHESIS, checkpoint=Checkpoint.PLAN)
+        assume(text.strip() and expected.kind is not MessageKind.APPROVAL)
+        result = record_human_message(engine, "add-login", text, checkpoints.HUMAN_PROMPT)
+        assert result.kind is expected.kind
+        assert result.state_after == "SYNTHESIS" and result.approval is None
+        if result.kind is MessageKind.AMBIGUOUS:
+            assert result.needs_human and result.response == clarification_text(Checkpoint.PLAN)
+        if result.kind is MessageKind.CHANGE_REQUEST:  # R-CKP-15: the plan is shown again
+            checkpoints.present(engine, "add-login")
+
+    try:
+        check()
+    finally:
+        engine.close()

@@ -221,3 +221,20 @@ def test_missing_agent_worktree_is_recreated_on_resume(repo: Repo) -> None:
     assert gitrepo.ensure_worktrees(ws.repo, ws.common_dir, [spec]) == [wt]
     assert git(wt, "rev-parse", "HEAD") == sha and (wt / "a.py").exists()
     assert git(wt, "status", "--porcelain") == ""
+
+
+def test_registered_but_unpopulated_worktree_is_checked_out(repo: Repo) -> None:
+    """A crash between `worktree add --no-checkout` and the checkout is finished next time."""
+    from taskgate.engine.workspace import find_workspace
+    from taskgate.git import repo as gitrepo
+
+    wt = repo.task_dir(TASK) / "agents" / "architect" / "code"
+    wt.parent.mkdir(parents=True)
+    repo.git("worktree", "add", "-q", "--no-checkout", "-b", f"{TASK}-architect", str(wt), "main")
+    assert not (wt / "README.md").exists()
+    ws = find_workspace(repo.path)
+    spec = gitrepo.WorktreeSpec(wt, f"{TASK}-architect", "main")
+    assert gitrepo.ensure_worktrees(ws.repo, ws.common_dir, [spec]) == [wt]
+    assert (wt / "README.md").read_text() == "sample\n"
+    assert git(wt, "status", "--porcelain") == ""
+    assert gitrepo.ensure_worktrees(ws.repo, ws.common_dir, [spec]) == []  # idempotent

@@ -74,8 +74,12 @@ def fingerprint_light(repo: Repo) -> str:
 
 def test_P1_killed_during_classify(repo: Repo) -> None:
     repo.ok("start", TASK)
-    crashed = repo.run("classify", TASK, cwd=repo.worktree(TASK),
-                       env={"TASKGATE_FAILPOINT": "classify:after-transition"})  # fmt: skip
+    crashed = repo.run(
+        "classify",
+        TASK,
+        cwd=repo.worktree(TASK),
+        env={"TASKGATE_FAILPOINT": "classify:after-transition"},
+    )
     assert crashed.code == -signal.SIGKILL
     code, (d,) = recover(repo, "--repair")
     assert code == 0 and d["repaired"] == ["resumed the journaled step create_agent_worktrees"]
@@ -102,8 +106,13 @@ def test_P2_partial_completion_retries_then_escalates(repo: Repo) -> None:
     assert code == 4  # R-AST-07: 3 retries, escalate
     text = d["escalation"]
     assert text.startswith(f"Task '{TASK}' encountered a recovery scenario requiring user guidance")
-    for part in ("**Issue**:", "**Current State**: REQUIREMENTS", "**Recovery Attempts**:",
-                 "**Impact**:", "3. Abandon task and select alternative"):  # fmt: skip
+    for part in (
+        "**Issue**:",
+        "**Current State**: REQUIREMENTS",
+        "**Recovery Attempts**:",
+        "**Impact**:",
+        "3. Abandon task and select alternative",
+    ):
         assert part in text
     assert text.endswith("Please advise on how to proceed.")
     state = repo.ok("status", TASK, "--json").json()
@@ -149,8 +158,10 @@ def test_P4_deleted_task_worktree_is_recreated_from_its_branch(tmp_path: Path) -
     assert d["repaired"] == [f"recreated worktree {repo.worktree(TASK)} from branch {TASK}"]
     assert git(repo.worktree(TASK), "rev-parse", "HEAD") == head  # the work is intact
     assert events(repo, "recovery")[-1] == {
-        "session": "s1", "procedure": "P4", "repaired": d["repaired"],
-    }  # fmt: skip
+        "session": "s1",
+        "procedure": "P4",
+        "repaired": d["repaired"],
+    }
     assert repo.run("audit", TASK).code == 0
 
 
@@ -211,3 +222,64 @@ def test_R_REC_12_unreadable_store_offers_three_options(repo: Repo) -> None:
     assert "Reconstruct the record from git history" in result.out
     assert "3. Abandon task and select alternative" in result.out
     assert result.out.rstrip().endswith("Please advise on how to proceed.")
+
+
+def test_P4_half_created_worktree_is_redone(repo: Repo) -> None:
+    """A `git worktree add` killed before its checkout (no index) is removed and added again."""
+    to_classified(repo, TASK)
+    agent = agents_of(repo, TASK)[0]
+    path = repo.task_dir(TASK) / "agents" / agent / "code"
+    git(repo.path, "worktree", "remove", "--force", str(path))
+    git(repo.path, "worktree", "add", "-q", "--no-checkout", str(path), f"{TASK}-{agent}")
+    code, (d,) = recover(repo)
+    assert code == 5
+    assert f"missing or half-created for {agent}" in d["actions"][0]
+    code, (d,) = recover(repo, "--repair")
+    assert code == 0, d
+    assert d["repaired"] == [f"recreated worktree {path} from branch {TASK}-{agent}"]
+    assert git(path, "status", "--porcelain") == ""
+    assert (path / "README.md").exists()
+
+
+def test_R_REC_07_unknown_state_needs_a_human(repo: Repo) -> None:
+    to_classified(repo, TASK)
+    conn = sqlite3.connect(repo.path / ".taskgate" / "state.db")
+    conn.execute("UPDATE tasks SET state = 'BOGUS' WHERE name = ?", (TASK,))
+    conn.commit()
+    conn.close()
+    code, (d,) = recover(repo, "--repair")
+    assert code == 4
+    assert "Unknown state: BOGUS - manual intervention required" in " ".join(d["actions"])
+    assert "'BOGUS' is not a protocol state (R-TRN-01)" in d["escalation"]
+    audit = repo.run("audit", TASK, "--json")
+    assert audit.code == 1
+
+
+def test_R_REC_12_row_that_does_not_parse(repo: Repo) -> None:
+    to_classified(repo, TASK)
+    conn = sqlite3.connect(repo.path / ".taskgate" / "state.db")
+    conn.execute("UPDATE tasks SET classification = '{broken' WHERE name = ?", (TASK,))
+    conn.commit()
+    conn.close()
+    code, (d,) = recover(repo, "--repair")
+    assert code == 4 and "does not parse" in d["summary"]
+    assert "Reconstruct the record from git history" in d["escalation"]
+    assert repo.run("audit", TASK).code == 5
+
+
+def test_repair_killed_midway_is_resumed(repo: Repo) -> None:
+    """The repair's own journal: a kill after the git work leaves `recover_worktrees` pending."""
+    to_classified(repo, TASK)
+    shutil.rmtree(repo.worktree(TASK))
+    crashed = repo.run(
+        "recover", TASK, "--repair", env={"TASKGATE_FAILPOINT": "recover:after-worktrees"}
+    )
+    assert crashed.code == -signal.SIGKILL
+    assert repo.ok("status", TASK, "--json").json()["pending"] == {"op": "recover_worktrees"}
+    refused = repo.run("transition", TASK, "REQUIREMENTS", cwd=repo.worktree(TASK))
+    assert refused.code == 1 and "R-REC-02" in refused.err  # finish the journal first
+    code, (d,) = recover(repo, "--repair")
+    assert code == 0 and d["repaired"] == ["resumed the journaled step recover_worktrees"]
+    assert repo.ok("status", TASK, "--json").json()["pending"] is None
+    repo.ok("transition", TASK, "REQUIREMENTS", cwd=repo.worktree(TASK))
+    assert repo.run("audit", TASK).code == 0

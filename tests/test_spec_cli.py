@@ -297,3 +297,31 @@ def test_command_backend_speaks_json(repo: Repo, tmp_path: Path) -> None:
     agent.write_text("#!/bin/sh\nexit 3\n")
     broken = repo.run("spec", "new", "Another small thing", "--agent-command", str(agent))
     assert broken.code == 10 and "spec agent spec-writer failed" in broken.err
+
+
+def test_to_task_refuses_an_unfinished_spec_and_bad_input_changes_nothing(
+    repo: Repo, tmp_path: Path
+) -> None:
+    assert repo.run("spec", "new", DESC).code == 4
+    todo = (repo.path / "todo.md").read_text()
+    refused = repo.run("spec", "to-task", FID)
+    assert refused.code == 1 and "R-SPC-09" in refused.err and "spec resume" in refused.err
+    assert repo.run("spec", "to-task", "999").code == 2
+    assert (repo.path / "todo.md").read_text() == todo
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"gaps": [{"key": "x", "severity": "fatal"}]}')
+    assert repo.run("spec", "new", "Other thing", "--script", str(bad)).code == 2
+    assert repo.run("spec", "new", "   ").code == 2
+    assert sorted(p.name for p in (repo.path / "specs").iterdir()) == [FID]
+
+
+def test_resume_fresh_and_orphan_with_description(repo: Repo) -> None:
+    assert repo.run("spec", "new", DESC).code == 4
+    restarted = repo.run("spec", "resume", FID, "--fresh", "--yes", "--demo")
+    assert restarted.code == 0 and state_of(repo)["termination_reason"] == "success"
+    (repo.path / "specs" / "002-csv-export").mkdir()  # a crash in A1 (C-58)
+    status = repo.ok("spec", "status", "002", "--json").json()
+    assert status["resume_point"] == "A1"
+    adopted = repo.run("spec", "resume", "002", "--description", "Export CSV files", "--demo")
+    assert adopted.code == 0, adopted.err
+    assert state_of(repo, "002-csv-export")["loop_status"] == "completed"

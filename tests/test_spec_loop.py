@@ -3,10 +3,13 @@ question limit, and the invariant that every save is valid and index.md reflects
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from taskgate.spec import loop as loop_module
 from taskgate.spec.agents import (
@@ -20,7 +23,15 @@ from taskgate.spec.detect import create
 from taskgate.spec.index import index_view, parse_index
 from taskgate.spec.loop import Outcome, Workflow
 from taskgate.spec.responders import Nobody, Preset, Scripted
-from taskgate.spec.state import MAX_QUESTIONS, SpecPaths, SpecState, load_state, validate_state
+from taskgate.spec.state import (
+    COMPLETING_REASONS,
+    MAX_QUESTIONS,
+    Decision,
+    SpecPaths,
+    SpecState,
+    load_state,
+    validate_state,
+)
 
 STUBBORN = {"key": "stubborn", "severity": "important", "summary": "Never settled",
             "section": "Requirements", "question": "Which one?", "needs": None}  # fmt: skip
@@ -185,3 +196,79 @@ def test_scripted_backend_is_deterministic() -> None:
     assert backend.invoke("spec-writer", request) == backend.invoke("spec-writer", request)
     assert backend.answer("actors", 5) == backend.answer("actors", 0)
     assert backend.decide(3) == "retry"
+
+
+class Crash(Exception):
+    """Stands in for kill -9 at a failpoint (the in-memory workflow is thrown away)."""
+
+
+class Drawn:
+    """A person whose answers (real or "skip") and decisions Hypothesis chooses."""
+
+    def __init__(self, data: st.DataObject) -> None:
+        self.data = data
+
+    def answers(self, state: SpecState) -> dict[str, str]:
+        return {q.id: self.data.draw(st.sampled_from(["yes, like this", "skip"]))
+                for q in state.pending_questions}  # fmt: skip
+
+    def decide(self, state: SpecState, decision: Decision) -> str:
+        return self.data.draw(st.sampled_from(decision.options))
+
+
+_gap = st.fixed_dictionaries(
+    {"key": st.sampled_from(["a", "b", "c", "d", "e"]),
+     "severity": st.sampled_from(["critical", "important", "minor"]),
+     "summary": st.just("gap"), "section": st.sampled_from(["S1", "S2", "S3", "S4"]),
+     "question": st.just("why?"), "needs": st.sampled_from([0, 1, 2, 3, None]),
+     "appears_at": st.integers(1, 4)}
+)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(data=st.data())
+def test_any_answers_decisions_and_crashes_end_in_a_valid_final_state(
+    data: st.DataObject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gaps = data.draw(st.lists(_gap, max_size=5, unique_by=lambda g: g["key"]))
+    crashes = data.draw(st.sets(st.integers(1, 60), max_size=3))
+    hits = 0
+
+    def hit(name: str) -> None:
+        nonlocal hits
+        hits += 1
+        if hits in crashes:
+            raise Crash(name)
+
+    with tempfile.TemporaryDirectory() as tmp, monkeypatch.context() as patch:
+        wf = start(Path(tmp), {"gaps": gaps, "answers": {}})
+        patch.setattr(loop_module.failpoints, "hit", hit)  # undone after each example
+        person = Drawn(data)
+        for _ in range(100):
+            try:
+                outcome = wf.run(person)
+            except Crash:
+                state = load_state(wf.paths)
+                assert state is not None and validate_state(state) == []  # R-SPC-16 holds
+                wf = Workflow(wf.paths, state, wf.agents)
+                continue
+            break
+        s = outcome.state
+        assert outcome.waiting is None
+        assert s.loop_status in ("completed", "terminated") and s.termination_reason
+        assert (s.loop_status == "completed") is (s.termination_reason in COMPLETING_REASONS)
+        assert 1 <= s.current_iteration <= 10
+        assert not any(g.blocking for g in s.gaps) or s.loop_status == "terminated"
+        assert parse_index(wf.paths.index.read_text()) == index_view(s)
+
+
+def test_answers_applied_at_iteration_10_never_pass_it(tmp_path: Path) -> None:
+    wf = start(tmp_path, DEMO_SCENARIO)
+    first = wf.run(Nobody())
+    state = first.state
+    state.current_iteration = 10  # e.g. a state repaired by clamping (R-SPC-16)
+    answers = {q.id: "real answer" for q in state.pending_questions}
+    wf = Workflow(wf.paths, state, wf.agents)
+    s = wf.run(Preset(answers, None, Nobody())).state
+    assert (s.current_iteration, s.termination_reason) == (10, "max_iterations")

@@ -13,6 +13,7 @@ round and attempt (absent = any); the first match wins:
     reject        review: REJECTED                    scope     REJECTED + scope concern (3×)
     conflict      implementation: also rewrites the first lines of `conflict_file`
     garbage       output that is not JSON            blocked   status BLOCKED (needs a human)
+    escape        claims COMPLETE after writing a file into the task worktree (not its own)
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ FAULT_KINDS = (
     "conflict",
     "garbage",
     "blocked",
+    "escape",
 )
 SHORT_REPORT = "# short\nnot enough.\n"  # 20 bytes: under MIN_REPORT_BYTES (R-DOC-04)
 GARBAGE = '{"status": COMPLETE, verdict: <<garbage>>'
@@ -148,6 +150,10 @@ class ScriptedBackend:
             text = _answer(status="BLOCKED", message="needs a human decision (scripted fault)")
         elif fault == "nothing":
             text = _answer(message="done (scripted: wrote nothing)")
+        elif fault == "escape":
+            outside = request.task_worktree or request.worktree.parent
+            (outside / f"ESCAPED-{request.agent}.txt").write_text("written outside\n")
+            text = _answer(verdict="APPROVED", message="done (scripted: wrote outside)")
         else:
             text = self._work(request, fault)
         return replace(parse_result_text(text, request.mode, backend=self.name), exit_code=0)

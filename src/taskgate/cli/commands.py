@@ -14,6 +14,7 @@ from taskgate.engine.core import Engine
 from taskgate.engine.workspace import find_workspace
 from taskgate.errors import EXIT_OK, EXIT_REFUSED, UsageError
 
+
 @contextmanager
 def engine_for(args: argparse.Namespace) -> Iterator[Engine]:
     """The engine for this invocation: repository from --repo or the cwd, session id."""

@@ -91,19 +91,9 @@ def _responder(state: SpecState, demo: bool) -> Any:
 
 
 def _agents_config(args: argparse.Namespace) -> dict[str, Any]:
-    from taskgate.spec.agents import DEMO_SCENARIO
+    from taskgate.spec.agents import agents_config
 
-    if getattr(args, "agent_command", None):
-        return {"backend": "command", "command": [args.agent_command]}
-    if getattr(args, "script", None):
-        try:
-            scenario = json.loads(Path(args.script).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise UsageError(
-                f"--script {args.script}: {exc}", hint="pass a JSON scenario"
-            ) from None
-        return {"backend": "scripted", "scenario": scenario}
-    return {"backend": "scripted", "scenario": DEMO_SCENARIO}
+    return agents_config(getattr(args, "script", None), getattr(args, "agent_command", None))
 
 
 def _workflow(paths: SpecPaths, state: SpecState, args: argparse.Namespace) -> Workflow:
@@ -118,14 +108,24 @@ def _run(
     args: argparse.Namespace, common: Path, paths: SpecPaths, state: SpecState, responder: Any
 ) -> int:
     from taskgate.spec.recovery import workflow_lock
+    from taskgate.spec.state import load_state, validate_state
 
     with workflow_lock(common, paths.root.name):
-        outcome = _workflow(paths, state, args).run(responder)
+        # Another process may have moved the workflow on while we were not holding the lock:
+        # run from what is on disk now, checked again (R-SPC-16).
+        current = load_state(paths)
+        if current is None or validate_state(current):
+            raise Corrupted(
+                f"spec workflow {paths.root.name} changed while waiting for its lock",
+                hint=f"taskgate spec status {paths.root.name}, then resume it",
+            )
+        outcome = _workflow(paths, current, args).run(responder)
     return _report(args, paths, outcome)
 
 
 def _report(args: argparse.Namespace, paths: SpecPaths, outcome: Outcome) -> int:
     from taskgate.spec.loop import describe
+    from taskgate.spec.texts import pending_text
 
     s = outcome.state
     data = describe(s) | {"waiting": outcome.waiting, "spec": str(paths.spec)}
@@ -138,49 +138,8 @@ def _report(args: argparse.Namespace, paths: SpecPaths, outcome: Outcome) -> int
             done += f"\n  report: {paths.report}\n  next: taskgate spec to-task {s.feature_id}"
         _emit(args, data, done)
         return EXIT_OK
-    _emit(args, data, _pending_text(s))
+    _emit(args, data, pending_text(s))
     return EXIT_HUMAN
-
-
-def _pending_text(s: SpecState) -> str:
-    if s.pending_decision:
-        lines = [f"spec {s.feature_id} needs your decision (iteration {s.current_iteration})"]
-        d = s.pending_decision
-        lines += [
-            f"  {d.message}",
-            f"hint: taskgate spec answer {s.feature_id} --decision {'|'.join(d.options)}",
-        ]
-        return "\n".join(lines)
-    lines = [f"spec {s.feature_id} waits for your answers (iteration {s.current_iteration})"]
-    for q in s.pending_questions:
-        lines.append(f"  {q.id} [{', '.join(q.gaps)}] {q.summary}: {q.text}")
-    example = " ".join(f'--answer {q.id}="..."' for q in s.pending_questions)
-    lines.append(f"hint: taskgate spec answer {s.feature_id} {example}")
-    return "\n".join(lines)
-
-
-def _resume_prompt(candidate: Candidate, others: list[Candidate]) -> str:
-    """D-SPC-1, with the count from the Pending Questions rows (C-71)."""
-    from taskgate.spec.state import MAX_ITERATIONS
-
-    s = candidate.state
-    rows = [
-        ("Status", s.loop_status if s else "scaffolding (no saved state)"),
-        ("Iteration", f"{s.current_iteration if s else 1} / {MAX_ITERATIONS}"),
-        ("Pending Clarifications", str(len(s.pending_questions) if s else 0)),
-        ("Last Activity", candidate.last_activity),
-    ]
-    lines = [
-        f"Found interrupted workflow for '{candidate.feature_id}'.",
-        "",
-        "| Field | Value |",
-        "|-------|-------|",
-    ]
-    lines += [f"| {k} | {v} |" for k, v in rows]
-    if others:
-        lines += ["", "Other matching workflows: " + ", ".join(c.feature_id for c in others)]
-    lines += ["", "How would you like to proceed?"]
-    return "\n".join(lines)
 
 
 def _confirm_fresh(args: argparse.Namespace) -> bool:
@@ -229,6 +188,7 @@ def _start(
 def cmd_new(args: argparse.Namespace) -> int:
     """`taskgate spec new "description"`: resume detection first (R-SPC-01), then A1."""
     from taskgate.spec.detect import detect, specs_root
+    from taskgate.spec.texts import resume_prompt
 
     repo, common = _where(args)
     root = specs_root(repo)
@@ -241,7 +201,7 @@ def cmd_new(args: argparse.Namespace) -> int:
     best, others = matches[0], matches[1:]
     choice = "resume" if args.resume else "fresh" if args.fresh else None
     if choice is None and not args.json and _interactive():
-        print(_resume_prompt(best, others))
+        print(resume_prompt(best, others))
         answer = (_ask("[r]esume / start [f]resh> ") or "").lower()
         choice = {"r": "resume", "resume": "resume", "f": "fresh", "fresh": "fresh"}.get(answer)
     if choice is None:
@@ -256,17 +216,12 @@ def cmd_new(args: argparse.Namespace) -> int:
         _emit(
             args,
             data,
-            _resume_prompt(best, others) + "\nhint: taskgate spec new "
+            resume_prompt(best, others) + "\nhint: taskgate spec new "
             f'"{description}" --resume, or --fresh --yes to delete it and start again',
         )
         return EXIT_HUMAN
     if choice == "fresh":
-        from taskgate.spec.recovery import remove_workflow
-
-        if not remove_workflow(best.paths, confirmed=_confirm_fresh(args)):
-            _emit(args, {"fresh": False}, "nothing deleted; no phase started (R-SPC-17)")
-            return EXIT_OK
-        return _start(args, root, common, description, args.name)
+        return _fresh(args, common, best, description, args.name)
     return _resume(args, common, best, description=description)
 
 
@@ -275,10 +230,13 @@ def _resume(
 ) -> int:
     from taskgate.engine.clock import iso, system_clock
     from taskgate.spec.detect import adopt_orphan
+    from taskgate.spec.loop import Outcome
     from taskgate.spec.recovery import repair, workflow_lock
     from taskgate.spec.state import FINAL_STATUSES, save_state, validate_state
 
     paths, state = candidate.paths, candidate.state
+    if args.fresh:  # Start Fresh chosen up front (R-SPC-17)
+        return _fresh(args, common, candidate, description)
     if candidate.problem:  # unreadable state: repair is impossible (R-SPC-16)
         return _integrity_failure(args, common, candidate, [candidate.problem], repairable=False)
     if state is None:  # C-58: a directory without state resumes at A1
@@ -286,7 +244,7 @@ def _resume(
             raise UsageError(
                 f"{candidate.feature_id} has no saved state, so its description "
                 "is unknown (a crash in A1)",
-                hint='taskgate spec new "<description>" --resume',
+                hint=f'taskgate spec resume {candidate.feature_id} --description "..."',
             )
         with workflow_lock(common, candidate.feature_id):
             state = adopt_orphan(
@@ -297,7 +255,7 @@ def _resume(
                 now=iso(system_clock()),
             )
     if state.loop_status in FINAL_STATUSES:  # R-SPC-09, C-59: report only
-        return _report(args, paths, _finished(state))
+        return _report(args, paths, Outcome(state))
     problems = validate_state(state)  # R-SPC-16: before any resume
     if problems:
         if not args.repair:
@@ -317,12 +275,6 @@ def _resume(
     return _run(args, common, paths, state, _responder(state, args.demo))
 
 
-def _finished(state: SpecState) -> Outcome:
-    from taskgate.spec.loop import Outcome
-
-    return Outcome(state)
-
-
 def _integrity_failure(
     args: argparse.Namespace,
     common: Path,
@@ -333,8 +285,6 @@ def _integrity_failure(
 ) -> int:
     """R-SPC-16: a failed check blocks the resume; offer repair, fresh start, manual."""
     fid = candidate.feature_id
-    if args.fresh:
-        return _fresh(args, common, candidate)
     if _interactive() and not args.json:
         print(f"spec {fid} failed its integrity check:\n  " + "\n  ".join(problems))
         options = (["[r]epair"] if repairable else []) + ["start [f]resh", "[m]anual"]
@@ -354,26 +304,27 @@ def _integrity_failure(
     )
 
 
-def _fresh(args: argparse.Namespace, common: Path, candidate: Candidate) -> int:
-    from taskgate.spec.detect import specs_root
+def _fresh(
+    args: argparse.Namespace,
+    common: Path,
+    candidate: Candidate,
+    description: str = "",
+    name: str | None = None,
+) -> int:
+    """Start Fresh (R-SPC-17): confirm, remove the directory, start A1 again."""
     from taskgate.spec.recovery import remove_workflow
 
-    description = candidate.state.description if candidate.state else ""
+    description = description or (candidate.state.description if candidate.state else "")
     if not description:
         raise UsageError(
-            f"{candidate.feature_id}: the description is unknown",
-            hint='start again with taskgate spec new "<description>" --fresh',
+            f"{candidate.feature_id}: the description is unknown (no saved state)",
+            hint='start again with taskgate spec new "<description>" --fresh --yes',
         )
     if not remove_workflow(candidate.paths, confirmed=_confirm_fresh(args)):
         _emit(args, {"fresh": False}, "nothing deleted; no phase started (R-SPC-17)")
         return EXIT_OK
-    return _start(
-        args,
-        specs_root(candidate.paths.root.parent.parent),
-        common,
-        description,
-        candidate.feature_id[4:],
-    )
+    root = candidate.paths.root.parent
+    return _start(args, root, common, description, name or candidate.feature_id[4:])
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -398,14 +349,23 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def cmd_answer(args: argparse.Namespace) -> int:
     """`taskgate spec answer ID --answer C1.1=TEXT … / --decision D`, then go on."""
     from taskgate.spec.detect import find, specs_root
+    from taskgate.spec.loop import record_answers
+    from taskgate.spec.responders import Preset
+    from taskgate.spec.state import copy_state, validate_state
 
     repo, common = _where(args)
     candidate = find(specs_root(repo), args.id)
-    state = candidate.state
+    fid, state = candidate.feature_id, candidate.state
     if state is None:
-        raise UsageError(
-            f"{candidate.feature_id} has no saved state",
-            hint=f"taskgate spec resume {candidate.feature_id}",
+        raise Corrupted(
+            f"{fid}: {candidate.problem or 'no saved state (a crash in A1)'}",
+            hint=f"taskgate spec resume {fid}",
+        )
+    problems = validate_state(state)  # R-SPC-16: never build on a state that fails the check
+    if problems:
+        raise Corrupted(
+            f"spec workflow {fid} failed its integrity check (R-SPC-16): " + "; ".join(problems),
+            hint=f"taskgate spec resume {fid} --repair",
         )
     answers = {}
     for item in args.answer:
@@ -413,29 +373,25 @@ def cmd_answer(args: argparse.Namespace) -> int:
         if not sep or not qid.strip():
             raise UsageError(f"--answer {item!r} must be ID=TEXT", hint='--answer C1.1="..."')
         answers[qid.strip()] = text
-    if answers and (state.loop_status != "clarifying" or state.user_answers):
-        raise Refused(
-            f"spec {state.feature_id} is not waiting for answers "
-            f"(status {state.loop_status}) (R-SPC-08)",
-            hint=f"taskgate spec status {state.feature_id}",
-        )
-    if answers:  # validate before anything runs: bad input changes nothing
-        from taskgate.spec.loop import record_answers
-        from taskgate.spec.state import copy_state
-
-        record_answers(copy_state(state), answers)
-    if args.decision and state.pending_decision is None:
-        raise Refused(
-            f"spec {state.feature_id} has no pending decision",
-            hint=f"taskgate spec status {state.feature_id}",
-        )
-    if args.decision and args.decision not in state.pending_decision.options:  # type: ignore[union-attr]
-        raise UsageError(f"--decision must be one of {', '.join(state.pending_decision.options)}")  # type: ignore[union-attr]
     if not answers and not args.decision:
         raise UsageError("nothing to record", hint="pass --answer ID=TEXT or --decision D")
+    if answers:
+        if state.loop_status != "clarifying" or state.user_answers:
+            raise Refused(
+                f"spec {fid} is not waiting for answers (status {state.loop_status}; R-SPC-08)",
+                hint=f"taskgate spec status {fid}",
+            )
+        record_answers(copy_state(state), answers)  # checked first: bad input changes nothing
+    decision = state.pending_decision
+    if args.decision:
+        if decision is None:
+            raise Refused(f"spec {fid} has no pending decision", hint=f"taskgate spec status {fid}")
+        if args.decision not in decision.options:
+            raise UsageError(
+                f"--decision {args.decision!r} is not one of {', '.join(decision.options)}",
+                hint=decision.message,
+            )
     args.repair = args.fresh = args.yes = False
-    from taskgate.spec.responders import Preset
-
     responder = Preset(answers, args.decision, _responder(state, args.demo))
     return _run(args, common, candidate.paths, state, responder)
 
@@ -445,7 +401,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     from taskgate.spec.detect import find, specs_root
     from taskgate.spec.loop import describe
     from taskgate.spec.recovery import resume_point
-    from taskgate.spec.state import MAX_ITERATIONS, MAX_STALE, validate_state
+    from taskgate.spec.state import validate_state
+    from taskgate.spec.texts import status_text
 
     if not args.id:
         return cmd_list(args)
@@ -468,39 +425,17 @@ def cmd_status(args: argparse.Namespace) -> int:
         "integrity": problems,
         "paths": {"spec": str(candidate.paths.spec), "index": str(candidate.paths.index)},
     }
-    lines = [
-        f"spec {s.feature_id}: {s.description}",
-        f"  status {s.loop_status}, iteration {s.current_iteration} / {MAX_ITERATIONS}, "
-        f"stale {s.stale_count} / {MAX_STALE}, last activity {s.last_activity}",
-        f"  resume point: {point or 'none'}; termination: {s.termination_reason or '-'}",
-    ]
-    lines += [f"  gap {g.id} {g.severity:<9} {g.status:<10} {g.summary}" for g in s.gaps]
-    lines += [f"  integrity: {p}" for p in problems]
-    if s.pending_questions or s.pending_decision:
-        lines.append(_pending_text(s))
-    _emit(args, data, "\n".join(lines))
+    _emit(args, data, status_text(s, point, problems))
     return EXIT_OK
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     """`taskgate spec list`."""
     from taskgate.spec.detect import scan, specs_root
+    from taskgate.spec.texts import list_row
 
     repo, _ = _where(args)
-    rows = []
-    for c in scan(specs_root(repo)):
-        s = c.state
-        rows.append(
-            {
-                "feature_id": c.feature_id,
-                "loop_status": s.loop_status if s else None,
-                "current_iteration": s.current_iteration if s else None,
-                "pending_questions": len(s.pending_questions) if s else 0,
-                "termination_reason": s.termination_reason if s else None,
-                "last_activity": c.last_activity,
-                "problem": c.problem,
-            }
-        )
+    rows = [list_row(c) for c in scan(specs_root(repo))]
     lines = [
         f"{r['feature_id']:<32} {r['loop_status'] or 'no state':<12} "
         f"it {r['current_iteration'] or '-'}  {r['termination_reason'] or ''}"

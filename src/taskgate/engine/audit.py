@@ -64,7 +64,8 @@ def read_snapshots(ws: Workspace, task: str | None) -> list[TaskSnapshot]:
             snap = tx.snapshot(task)
     except StoreCorrupt as exc:
         raise Corrupted(
-            f"the store cannot be audited: {exc}", hint=f"run 'taskgate recover {task or ''}'"
+            f"the store cannot be read: {exc}",
+            hint=f"run 'taskgate recover {task}'" if task else "run 'taskgate recover'",
         ) from exc
     finally:
         store.close()

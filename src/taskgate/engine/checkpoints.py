@@ -98,6 +98,18 @@ def check_speaker(engine: Engine, row: TaskRow) -> None:
         engine.require_owner(row)
 
 
+def task_head(engine: Engine, row: TaskRow) -> str | None:
+    """The task-branch HEAD as the change checkpoint sees it.
+
+    `complete` squashes T after the approval; it records that the squash is the approved tree
+    plus only the archival edit, so that HEAD stands for the approved SHA (as in facts.gather).
+    """
+    head = gitrepo.head_sha(engine.ws.task_worktree(row.name))
+    if head and head == row.extra.get("squash_sha") and row.extra.get("approved_sha"):
+        return str(row.extra["approved_sha"])
+    return head
+
+
 def task_title(task_md: str | None, task: str) -> str:
     """The title from task.md's first heading (`# task: title`), else the task name."""
     first = (task_md or "").lstrip().splitlines()[:1]
@@ -117,7 +129,7 @@ def present(engine: Engine, task: str) -> Presentation:
         if kind == "plan":
             bound, text, details = _plan(engine, snap)
         else:
-            head = gitrepo.head_sha(engine.ws.task_worktree(task)) or ""
+            head = task_head(engine, snap.task) or ""
             checkpoint = dict(snap.task.checkpoint or {})
             if checkpoint.get("commit_sha") != head:  # R-CKP-13: present the new SHA
                 tx.revoke_approvals(task, "changes", now, "task branch moved before approval")
@@ -270,7 +282,7 @@ def record_approval(
         current = guards.plan_hash(read_text(engine.ws.task_md(task)))
         rule = "R-CKP-15"
     else:
-        current = gitrepo.head_sha(engine.ws.task_worktree(task))
+        current = task_head(engine, snap.task)
         rule = "R-CKP-13"
         if (snap.task.checkpoint or {}).get("commit_sha") != current:
             current = None

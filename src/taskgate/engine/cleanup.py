@@ -11,6 +11,9 @@ directory with task.md, reports, views and the audit trail stays (R-CLN-06, C-31
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,9 +84,10 @@ def _items(engine: Engine, snap: TaskSnapshot) -> list[Item]:
     pairs.append((t.name, ws.task_worktree(t.name)))
     repo = ws.repo
     tips = gitrepo.branch_tips(repo)
-    delivered = [t.base_branch]
+    main_ref = f"refs/heads/{t.base_branch}"
+    delivered = [main_ref]
     approved, squash = t.extra.get("approved_sha"), t.extra.get("squash_sha")
-    if approved and squash and ops.is_ancestor(repo, str(squash), t.base_branch):
+    if approved and squash and ops.is_ancestor(repo, str(squash), main_ref):
         delivered.append(str(approved))
     result = []
     for branch, wt in pairs:
@@ -148,15 +152,14 @@ def _snapshot(engine: Engine, item: Item) -> str:
 def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
     """R-CMP-08 / C-83: the delivered commit builds and its files exist on main.
 
-    The build runs in the task worktree, which after the fast-forward sits exactly at the
-    merged commit: the same tree as main at that commit, without touching the user's main
-    worktree (which may hold their own untracked files). A failure blocks CLEANUP and needs
-    the user (exit 4); main has already advanced, so reverting is theirs to decide.
+    The build runs in a throwaway worktree at the merged commit (see `build_worktree`). A
+    failure blocks CLEANUP and needs the user (exit 4); main has already advanced, so
+    reverting is theirs to decide.
     """
     t = snap.task
     repo = engine.ws.repo
     merged = str(t.extra.get("merged_sha") or "")
-    if not merged or not ops.is_ancestor(repo, merged, t.base_branch):
+    if not merged or not ops.is_ancestor(repo, merged, f"refs/heads/{t.base_branch}"):
         raise Refused(
             f"{t.base_branch} does not contain the task commit {merged[:12] or '?'}",
             [Violation("R-CLN-01", "CLEANUP starts only after main shows the task commit")],
@@ -164,16 +167,13 @@ def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
         )
     for e in snap.events:  # verified already (cleanup rerun after a crash)
         p = e.payload
-        if (
-            e.kind == "validation"
-            and p.get("on_main")
-            and p.get("head_sha") == merged
-            and (p.get("result") == "SUCCESS")
-        ):
-            return dict(p)
+        if e.kind == "validation" and p.get("on_main") and p.get("head_sha") == merged:
+            passed = p.get("result") == "SUCCESS"
+            if passed:
+                return dict(p)
     report: dict[str, Any] = {"on_main": True, "head_sha": merged, "branch": t.base_branch}
     if State.IMPLEMENTATION in task_path(snap):  # "the delivered module must exist on main"
-        present = ops.all_paths(repo, t.base_branch)
+        present = ops.all_paths(repo, f"refs/heads/{t.base_branch}")
         info = ops.commit(repo, merged)
         missing = [p for p in info.created + info.modified if p not in present]
         if missing:
@@ -182,28 +182,28 @@ def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
     commands = engine.ws.config.validation.commands
     if not commands:
         return report | {"result": "SKIPPED", "reason": "no [validation] commands (C-80)"}
-    wt = engine.ws.task_worktree(t.name)
-    if gitrepo.head_sha(wt) != merged:
-        raise Refused(
-            f"the task worktree is not at the merged commit {merged[:12]}",
-            [Violation("R-CMP-08", "the build of the delivered commit must pass")],
-            hint=f"run 'taskgate recover {t.name}'",
-        )
     timeout = engine.ws.config.validation.timeout_minutes * 60
     ran = []
-    for cmd in commands:
-        result = run(cmd, cwd=wt, env=clean_env(), timeout=timeout)
-        ran.append(" ".join(cmd))
-        if not result.ok:
-            tail = (result.stdout + result.stderr)[-2000:]
-            _escalate(
-                engine,
-                t.name,
-                f"the build of {t.base_branch} at {merged[:12]} fails: {' '.join(cmd)} exited "
-                f"{result.returncode}",
-                report | {"command": " && ".join(ran), "exit_code": result.returncode,
-                          "result": "FAILURE", "output_tail": tail},
-            )  # fmt: skip
+    failure: dict[str, Any] = {}
+    with build_worktree(engine, t.name, merged) as wt:
+        for cmd in commands:
+            result = run(cmd, cwd=wt, env=clean_env(), timeout=timeout)
+            ran.append(" ".join(cmd))
+            if not result.ok:
+                failure = {
+                    "command": " && ".join(ran),
+                    "exit_code": result.returncode,
+                    "output_tail": (result.stdout + result.stderr)[-2000:],
+                }
+                break
+    if failure:
+        _escalate(
+            engine,
+            t.name,
+            f"the build of {t.base_branch} at {merged[:12]} fails: {failure['command']} exited "
+            f"{failure['exit_code']}",
+            report | failure,
+        )
     report |= {"command": " && ".join(ran), "exit_code": 0, "result": "SUCCESS"}
 
     def record(tx: Tx, current: TaskSnapshot) -> None:
@@ -212,6 +212,27 @@ def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
 
     engine.step(t.name, record)
     return report
+
+
+@contextmanager
+def build_worktree(engine: Engine, task: str, sha: str) -> Iterator[Path]:
+    """A throwaway detached worktree at `sha` for the main build, removed afterwards.
+
+    Building there leaves no artifacts in the task worktree (they would count as work to
+    lose) and never touches the user's main worktree.
+    """
+    repo = engine.ws.repo
+    path = engine.ws.task_dir(task) / "main-build"
+    with gitrepo.repo_lock(engine.ws.common_dir):
+        gitrepo.remove_worktree(repo, path)  # left by a crash
+        if path.exists():
+            shutil.rmtree(path)  # a half-created build directory of ours, never registered
+        git("worktree", "add", "--detach", "-q", str(path), sha, cwd=repo)
+    try:
+        yield path
+    finally:
+        with gitrepo.repo_lock(engine.ws.common_dir):
+            gitrepo.remove_worktree(repo, path)
 
 
 def _escalate(engine: Engine, task: str, issue: str, report: dict[str, Any]) -> None:
@@ -238,13 +259,13 @@ def cleanup(engine: Engine, task: str, *, quarantine: bool = False) -> CleanupRe
     state = current_state(t)
     build: dict[str, Any] = {}
     if state is State.CLEANUP:
-        if t.session_id != engine.require_session():
-            raise ForeignTask(
-                f"'{task}' was cleaned up by session {t.session_id}",
-                hint=f"run it as that session (--session {t.session_id})",
-            )
         if not t.pending or t.pending.get("op") != OP:
             return _finish(engine, snap, {}, already=True)
+        if t.session_id != engine.require_session():  # the lock is released: check by hand
+            raise ForeignTask(
+                f"the cleanup of '{task}' was started by session {t.session_id}",
+                hint=f"finish it as that session (--session {t.session_id})",
+            )
     elif state is State.COMPLETE:
         engine.require_owner(t)
         items = _items(engine, snap)

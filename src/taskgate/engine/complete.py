@@ -17,7 +17,8 @@ from taskgate import failpoints
 from taskgate.engine.core import Engine, current_state
 from taskgate.engine.facts import gather
 from taskgate.engine.flow import apply_transition, refuse_if
-from taskgate.errors import Refused
+from taskgate.engine.merge import record_commits
+from taskgate.errors import Refused, UsageError
 from taskgate.fsutil import atomic_write
 from taskgate.git import ops
 from taskgate.git import repo as gitrepo
@@ -32,6 +33,7 @@ from taskgate.store.records import TaskSnapshot
 OP = "complete"
 # What `complete` itself produces; the preflight ignores these parts of the COMPLETE guard.
 _OWN_RULES = {"R-CMP-02", "R-CMP-06"}
+_ARCHIVE_SUBJECT = "[agent:main] archive"  # R-WTB-06: taskgate commits as the main agent
 
 
 @dataclass(frozen=True)
@@ -131,8 +133,8 @@ def _preflight(engine: Engine, snap: TaskSnapshot) -> str:
     )
     _check_task_worktree(engine, t.name)
     check_main_worktree(engine, t.base_branch)
-    main_sha = gitrepo.rev_parse(engine.ws.repo, t.base_branch)
-    head = facts.head_sha or ""
+    main_sha = gitrepo.rev_parse(engine.ws.repo, f"refs/heads/{t.base_branch}")
+    head = gitrepo.head_sha(engine.ws.task_worktree(t.name)) or ""  # the real HEAD, not facts
     if main_sha is None or not ops.is_ancestor(engine.ws.repo, main_sha, head):
         raise _non_ff(engine, t.name, t.base_branch)
     colliding = _collisions(engine, main_sha, head)
@@ -162,7 +164,8 @@ def _archive(engine: Engine, snap: TaskSnapshot, approved: str) -> str:
     wt = engine.ws.task_worktree(task)
     head = gitrepo.rev_parse(wt, "HEAD") or ""
     if head != approved:
-        if ops.commit(wt, head).parents == (approved,):
+        info = ops.commit(wt, head)
+        if info.parents == (approved,) and info.subject.startswith(_ARCHIVE_SUBJECT):
             return head  # committed before a crash; the journal did not record it yet
         raise Refused(
             f"the task branch moved during completion ({approved[:12]} -> {head[:12]})",
@@ -198,7 +201,7 @@ def _archive(engine: Engine, snap: TaskSnapshot, approved: str) -> str:
     git("add", "--", *paths, cwd=wt)
     failpoints.hit("complete:archival-staged")
     git(
-        "commit", "--no-verify", "-q", "-m", f"[agent:main] archive {task}: todo.md -> "
+        "commit", "--no-verify", "-q", "-m", f"{_ARCHIVE_SUBJECT} {task}: todo.md -> "
         f"{log_name}", "--", *paths, cwd=wt,
     )  # fmt: skip
     return gitrepo.rev_parse(wt, "HEAD") or ""
@@ -281,7 +284,10 @@ def _squash(engine: Engine, snap: TaskSnapshot, archival: str, main_sha: str) ->
 
 
 def _title(engine: Engine, task: str) -> str:
-    entry = engine.todo().get(task)
+    try:
+        entry = engine.todo().get(task)
+    except UsageError:
+        return ""  # a todo.md the user broke meanwhile must not stop a half-done completion
     return entry.title if entry else ""
 
 
@@ -289,7 +295,7 @@ def _merge(engine: Engine, task: str, main: str, squash: str) -> str:
     """R-CMP-06/07, C-34: `git merge --ff-only` in the main worktree under the repository lock."""
     repo = engine.ws.repo
     with gitrepo.repo_lock(engine.ws.common_dir):
-        main_sha = gitrepo.rev_parse(repo, main) or ""
+        main_sha = gitrepo.rev_parse(repo, f"refs/heads/{main}") or ""
         if main_sha == squash or ops.is_ancestor(repo, squash, main_sha):
             return squash  # merged before a crash
         check_main_worktree(engine, main)
@@ -301,7 +307,7 @@ def _merge(engine: Engine, task: str, main: str, squash: str) -> str:
             raise Refused(
                 f"git refused the fast-forward of '{main}': "
                 f"{(result.stderr.strip() or result.stdout.strip())[-400:]}",
-                [Violation("R-CMP-06", "the merge into main is fast-forward only")],
+                [Violation("R-CMP-07", "the merge never overwrites files in the main worktree")],
                 hint="move the files git names out of the main worktree, then run "
                 f"'taskgate complete {task}' again",
             )
@@ -322,59 +328,27 @@ def _journal(engine: Engine, task: str, **facts: str) -> dict[str, Any]:
 
 
 def _commit_events(engine: Engine, tx: Tx, snap: TaskSnapshot, pending: dict[str, Any]) -> None:
-    """R-AUD-03 / R-WTB-06: one `commit` event per commit delivered, attributed by its tag."""
-    repo = engine.ws.repo
-    t = snap.task
-    seen = {str(e.payload.get("sha")) for e in snap.events if e.kind == "commit"}
-    start = str(pending.get("main_sha") or t.base_sha)
+    """The delivered commits (agents' and the archival) on T, then the squash on main."""
     approved, archival = str(pending["approved_sha"]), str(pending["archival_sha"])
-    shas = ops.rev_list(repo, "--no-merges", f"{start}..{archival}")
-    for sha in shas:
-        if sha in seen:
-            continue
-        info = ops.commit(repo, sha)
-        engine.event(
-            tx,
-            t.name,
-            "commit",
-            {
-                "sha": sha,
-                "agent": ops.agent_of(info.subject) or "main",
-                "branch": t.name,
-                "files_created": list(info.created),
-                "files_modified": list(info.modified + info.deleted),
-                "message": info.subject,
-                **({"archival": True} if sha == archival and sha != approved else {}),
-            },
-        )
+    start = str(pending.get("main_sha") or snap.task.base_sha)
+    shas = ops.rev_list(engine.ws.repo, "--no-merges", f"{start}..{approved}")
+    record_commits(engine, tx, snap, shas, branch=snap.task.name)
+    if archival != approved:
+        record_commits(engine, tx, snap, [archival], branch=snap.task.name, archival=True)
     squash = str(pending["squash_sha"])
-    if squash not in seen and squash != archival:
-        info = ops.commit(repo, squash)
-        engine.event(
-            tx,
-            t.name,
-            "commit",
-            {
-                "sha": squash,
-                "agent": "main",
-                "branch": t.base_branch,
-                "files_created": list(info.created),
-                "files_modified": list(info.modified + info.deleted),
-                "message": info.subject,
-                "squash_of": archival,
-            },
-        )
+    if squash != archival:
+        record_commits(engine, tx, snap, [squash], branch=snap.task.base_branch, squash_of=archival)
 
 
 def complete(engine: Engine, task: str) -> CompleteResult:
     """Run (or resume) the post-approval sequence of R-CMP-01 and enter COMPLETE."""
     snap = engine.require_snapshot(task)
-    engine.require_owner(snap.task)
     t = snap.task
     main = t.base_branch
     state = current_state(t)
-    if state is State.COMPLETE:  # R-CMP-10: verify and report, change nothing
+    if state in (State.COMPLETE, State.CLEANUP):  # R-CMP-10: verify and report, change nothing
         return _result(engine, snap, already=True)
+    engine.require_owner(t)
     if state is not State.AWAITING_USER_APPROVAL:
         raise Refused(
             f"complete runs after the change approval, the task is in {state}",
@@ -410,27 +384,16 @@ def complete(engine: Engine, task: str) -> CompleteResult:
     else:
         # R-CMP-09: resuming; the task worktree may hold a half-written archival edit.
         _check_task_worktree(engine, task, allow_dirty=True)
-    snap = engine.require_snapshot(task)
-    if "archival_sha" not in pending:
-        archival = _archive(engine, snap, str(pending["approved_sha"]))
-        failpoints.hit("complete:archival-committed")
-        pending = _journal(engine, task, archival_sha=archival)
-        failpoints.hit("complete:after-archival")
-    if "squash_sha" not in pending:
-        squash = _squash(engine, snap, str(pending["archival_sha"]), str(pending["main_sha"]))
-        failpoints.hit("complete:squash-ref-moved")
-        pending = _journal(engine, task, squash_sha=squash)
-        failpoints.hit("complete:after-squash")
-    if "merged_sha" not in pending:
-        merged = _merge(engine, task, main, str(pending["squash_sha"]))
-        failpoints.hit("complete:main-merged")
-        pending = _journal(engine, task, merged_sha=merged)
-        failpoints.hit("complete:after-merge")
+    try:
+        pending = _run_steps(engine, task, pending)
+    except Refused as exc:
+        if any(v.rule == "R-CMP-06" for v in exc.violations):
+            _stop(engine, task, exc.message)
+        raise
 
     def finish(tx: Tx, current: TaskSnapshot) -> None:
         facts = gather(engine, current)
         refuse_if(transitions.check(facts, State.COMPLETE), "AWAITING_USER_APPROVAL -> COMPLETE")
-        assert pending is not None
         _commit_events(engine, tx, current, pending)
         apply_transition(
             engine,
@@ -446,11 +409,49 @@ def complete(engine: Engine, task: str) -> CompleteResult:
     return _result(engine, engine.require_snapshot(task), already=False)
 
 
+def _stop(engine: Engine, task: str, why: str) -> None:
+    """Main moved past T (R-CMP-06): end the journal so the task can go back and be rebased.
+
+    T keeps what was done (archival, squash); the next `complete` after the rebase finds the
+    archival already in place. The facts in `extra` stay so the guards still see the approval.
+    """
+
+    def body(tx: Tx, snap: TaskSnapshot) -> None:
+        engine.event(tx, task, "complete_stopped", {"reason": why})
+        engine.touch(tx, snap, pending=None)
+
+    engine.step(task, body)
+
+
+def _run_steps(engine: Engine, task: str, pending: dict[str, Any]) -> dict[str, Any]:
+    """Archival, squash and merge, each skipped when the journal says it is done."""
+    snap = engine.require_snapshot(task)
+    main = snap.task.base_branch
+    if "archival_sha" not in pending:
+        archival = _archive(engine, snap, str(pending["approved_sha"]))
+        failpoints.hit("complete:archival-committed")
+        pending = _journal(engine, task, archival_sha=archival)
+        failpoints.hit("complete:after-archival")
+    if "squash_sha" not in pending:
+        squash = _squash(engine, snap, str(pending["archival_sha"]), str(pending["main_sha"]))
+        failpoints.hit("complete:squash-ref-moved")
+        pending = _journal(engine, task, squash_sha=squash)
+        failpoints.hit("complete:after-squash")
+    if "merged_sha" not in pending:
+        merged = _merge(engine, task, main, str(pending["squash_sha"]))
+        failpoints.hit("complete:main-merged")
+        pending = _journal(engine, task, merged_sha=merged)
+        failpoints.hit("complete:after-merge")
+    return pending
+
+
 def _result(engine: Engine, snap: TaskSnapshot, *, already: bool) -> CompleteResult:
     t = snap.task
     extra = t.extra
     merged = str(extra.get("merged_sha") or "")
-    if already and not (merged and ops.is_ancestor(engine.ws.repo, merged, t.base_branch)):
+    if already and not (
+        merged and ops.is_ancestor(engine.ws.repo, merged, f"refs/heads/{t.base_branch}")
+    ):
         raise Refused(
             f"'{t.name}' is COMPLETE but {t.base_branch} does not contain {merged[:12] or '?'}",
             [Violation("R-CMP-10", "a task resuming in COMPLETE verifies the merge")],
@@ -474,11 +475,13 @@ def _unblocked(engine: Engine, task: str) -> list[str]:
     from taskgate.engine.lifecycle import availability
     from taskgate.protocol.selection import Availability
 
-    dependents = {d.name for d in engine.todo().tasks if task in d.depends}
-    if not dependents:
-        return []
+    try:
+        dependents = {d.name for d in engine.todo().tasks if task in d.depends}
+        items = availability(engine) if dependents else []
+    except UsageError:
+        return []  # informational only; the completion itself is done
     return [
         item.name
-        for item in availability(engine)
+        for item in items
         if item.name in dependents and item.availability is Availability.AVAILABLE
     ]

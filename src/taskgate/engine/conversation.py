@@ -21,6 +21,7 @@ from taskgate.engine.checkpoints import (
     record_approval,
     recovery_hint,
 )
+from taskgate.engine.clock import iso, parse_time
 from taskgate.engine.core import Engine, current_state
 from taskgate.engine.facts import gather, task_path
 from taskgate.engine.flow import TransitionResult, apply_transition, refuse_if
@@ -35,6 +36,7 @@ from taskgate.store.records import ApprovalRow, TaskSnapshot
 
 MAX_MESSAGE_CHARS = 100_000
 _KIND_OF = {Checkpoint.PLAN: "plan", Checkpoint.CHANGES: "changes"}
+_WAITS_FOR = {State.SYNTHESIS: Checkpoint.PLAN, State.AWAITING_USER_APPROVAL: Checkpoint.CHANGES}
 _REASON_CHARS = 200  # the transition reason quotes the start of the request
 
 
@@ -104,6 +106,11 @@ def record_human_message(
         raise UsageError(f"the message is longer than {MAX_MESSAGE_CHARS} characters")
     if provenance not in PROVENANCES:
         raise UsageError(f"unknown provenance {provenance!r}", hint=f"one of {PROVENANCES}")
+    if sent_at is not None:
+        try:
+            sent_at = iso(parse_time(sent_at))  # the store's format, so strings compare in order
+        except ValueError as exc:
+            raise UsageError(f"sent_at: {exc}", hint="use ISO-8601 with a time zone") from None
 
     def body(tx: Tx, snap: TaskSnapshot) -> SayResult:
         check_speaker(engine, snap.task)
@@ -116,6 +123,18 @@ def record_human_message(
                 checkpoint = Checkpoint.NONE
                 note = "sent before the presentation, so it is no reply to it (R-CKP-04)"
         verdict = classify_message(text, state=state, checkpoint=checkpoint)
+        waiting = _WAITS_FOR.get(state)
+        if checkpoint is Checkpoint.NONE and waiting is not None:
+            # R-CKP-04 holds back approvals only: a change request needs no presentation to
+            # count (R-INT-11), e.g. the person read the diff before the agent presented it.
+            early = classify_message(text, state=state, checkpoint=waiting)
+            if early.kind is MessageKind.CHANGE_REQUEST:
+                verdict, checkpoint = early, waiting
+            elif early.kind is MessageKind.APPROVAL and not note:
+                note = (
+                    f"not counted as an approval: the {_KIND_OF[waiting]} has not been presented "
+                    f"since it last changed (R-CKP-04); run 'taskgate present {task}' first"
+                )
         said = _Said(engine, tx, snap, verdict, checkpoint, provenance, text, note)
         if verdict.kind is MessageKind.APPROVAL:
             return said.approval()

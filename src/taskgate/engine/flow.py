@@ -106,6 +106,22 @@ def refuse_if(violations: Sequence[Violation], what: str) -> None:
         raise Refused(f"{what} refused", violations, hint=first.hint)
 
 
+def refuse_while_pending(snap: TaskSnapshot) -> None:
+    """A journaled git step still in flight is finished before the state moves (issue 8).
+
+    Otherwise a half-made worktree passes the worktree gates, and classify would overwrite the
+    interrupted step's journal entry (found by tests/test_torture.py).
+    """
+    op = (snap.task.pending or {}).get("op")
+    if op:
+        name = snap.task.name
+        raise Refused(
+            f"the journaled step {op!r} of '{name}' was interrupted and is not finished",
+            [Violation("R-REC-02", "an interrupted session resumes its step first (D-REC-1)")],
+            hint=f"run 'taskgate recover {name} --repair' (or re-run the interrupted command)",
+        )
+
+
 def transition(
     engine: Engine, task: str, target_text: str, *, reason: str = ""
 ) -> TransitionResult:
@@ -116,6 +132,7 @@ def transition(
         raise UsageError(str(exc), hint="see 'taskgate transition --help'") from None
 
     def body(tx: Tx, snap: TaskSnapshot) -> TransitionResult:
+        refuse_while_pending(snap)
         facts = gather(engine, snap)
         refuse_if(transitions.check(facts, target, reason), f"{facts.state} -> {target}")
         return apply_transition(engine, tx, snap, target, reason=reason)
@@ -181,6 +198,7 @@ def classify_task(
         return dict(current.task.classification)
 
     def body(tx: Tx, snap: TaskSnapshot) -> None:
+        refuse_while_pending(snap)
         facts = gather(engine, snap)
         refuse_if(transitions.check(facts, State.CLASSIFIED), "classify")
         agents = list(result.agents)

@@ -66,6 +66,38 @@ class MergeResult:
         }
 
 
+def record_commits(
+    engine: Engine,
+    tx: Tx,
+    snap: TaskSnapshot,
+    shas: Sequence[str],
+    *,
+    branch: str,
+    **extra: object,
+) -> None:
+    """R-AUD-03 / R-WTB-06: a `commit` event per commit not yet recorded, attributed to the
+    agent named by its `[agent:A]` tag ("main" for taskgate's own and untagged commits)."""
+    seen = {str(e.payload.get("sha")) for e in snap.events if e.kind == "commit"}
+    for sha in shas:
+        if sha in seen:
+            continue
+        info = ops.commit(engine.ws.repo, sha)
+        engine.event(
+            tx,
+            snap.task.name,
+            "commit",
+            {
+                "sha": sha,
+                "agent": ops.agent_of(info.subject) or "main",
+                "branch": branch,
+                "files_created": list(info.created),
+                "files_modified": list(info.modified + info.deleted),
+                "message": info.subject,
+                **extra,
+            },
+        )
+
+
 def _refuse_busy(path: Path, what: str) -> None:
     busy = gitrepo.in_progress(path)
     if busy:
@@ -80,7 +112,9 @@ def _untagged(repo: Path, task: str, agent: str) -> list[str]:
     """R-WTB-06: commits on T-A not yet in T whose message lacks the `[agent:A]` tag."""
     return [
         f"{sha[:12]} {subject}"
-        for sha, subject in ops.subjects(repo, "--no-merges", f"{task}..{task}-{agent}")
+        for sha, subject in ops.subjects(
+            repo, "--no-merges", f"refs/heads/{task}..refs/heads/{task}-{agent}"
+        )
         if ops.agent_of(subject) != agent
     ]
 
@@ -132,8 +166,10 @@ def _touched_by(engine: Engine, snap: TaskSnapshot, agent: str, path: str) -> li
     t = snap.task
     repo = engine.ws.repo
     names = {agent}
-    base = t.base_sha or t.base_branch
-    for _, subject in ops.subjects(repo, "--no-merges", f"{base}..{t.name}", paths=(path,)):
+    base = t.base_sha or f"refs/heads/{t.base_branch}"
+    for _, subject in ops.subjects(
+        repo, "--no-merges", f"{base}..refs/heads/{t.name}", paths=(path,)
+    ):
         names.add(ops.agent_of(subject) or "main")
     return sorted(names)
 
@@ -175,9 +211,9 @@ def _rebase_agents(engine: Engine, snap: TaskSnapshot) -> tuple[list[str], dict[
         if busy or gitrepo.tracked_changes(wt):
             skipped[agent] = f"unfinished {busy}" if busy else "uncommitted changes"
             continue
-        if ops.is_ancestor(wt, t.name, "HEAD"):
+        if ops.is_ancestor(wt, f"refs/heads/{t.name}", "HEAD"):
             continue  # already contains T
-        if ops.is_ancestor(wt, "HEAD", t.name):
+        if ops.is_ancestor(wt, "HEAD", f"refs/heads/{t.name}"):
             git("merge", "--ff-only", "-q", f"refs/heads/{t.name}", cwd=wt)
         else:
             result = git("rebase", "-q", f"refs/heads/{t.name}", cwd=wt, check=False)
@@ -217,13 +253,18 @@ def merge_agents(engine: Engine, task: str, agents: Sequence[str] = ()) -> Merge
     merged: list[dict[str, Any]] = []
     up_to_date: list[str] = []
     conflict = None
+    failure: Refused | None = None
     for agent in wanted:
         branch = f"refs/heads/{task}-{agent}"
         if ops.is_ancestor(wt, branch, "HEAD"):
             up_to_date.append(agent)
             continue
         count = len(ops.rev_list(wt, "--no-merges", branch, "--not", "HEAD"))
-        conflict = _merge_one(engine, snap, agent)
+        try:
+            conflict = _merge_one(engine, snap, agent)
+        except Refused as exc:
+            failure = exc  # git refused before merging: close the journal, then report
+            break
         failpoints.hit("merge:after-git")
         if conflict is not None:
             break
@@ -231,24 +272,8 @@ def merge_agents(engine: Engine, task: str, agents: Sequence[str] = ()) -> Merge
     head = gitrepo.head_sha(wt) or ""
 
     def done(tx: Tx, current: TaskSnapshot) -> None:
-        seen = {str(e.payload.get("sha")) for e in current.events if e.kind == "commit"}
-        for sha in ops.rev_list(engine.ws.repo, "--no-merges", f"{before}..{head}"):
-            if sha in seen:
-                continue
-            info = ops.commit(engine.ws.repo, sha)
-            engine.event(
-                tx,
-                task,
-                "commit",
-                {
-                    "sha": sha,
-                    "agent": ops.agent_of(info.subject) or "main",
-                    "branch": task,
-                    "files_created": list(info.created),
-                    "files_modified": list(info.modified + info.deleted),
-                    "message": info.subject,
-                },
-            )
+        shas = ops.rev_list(engine.ws.repo, "--no-merges", f"{before}..{head}")
+        record_commits(engine, tx, current, shas, branch=task)
         engine.event(
             tx,
             task,
@@ -258,5 +283,7 @@ def merge_agents(engine: Engine, task: str, agents: Sequence[str] = ()) -> Merge
         engine.touch(tx, current, pending=None)
 
     engine.step(task, done)
+    if failure is not None:
+        raise failure
     rebased, skipped = _rebase_agents(engine, engine.require_snapshot(task))
     return MergeResult(task, head, merged, up_to_date, conflict, rebased, skipped)

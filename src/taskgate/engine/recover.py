@@ -10,6 +10,7 @@ recreates missing worktrees from existing branches (P4, R-REC-11). Every repair 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from taskgate import failpoints
@@ -144,7 +145,8 @@ def diagnose(engine: Engine, snap: TaskSnapshot, attempts: tuple[str, ...] = ())
         d.actions += [f"check {c.number} {c.name}: {c.detail}" for c in d.checks if not c.passed]
         return d
     session_check = next(c for c in d.checks if c.number == 3)
-    if not session_check.passed and engine.session_id:
+    dead = owner_alive(t, engine.host) is False  # a dead `run` owner is taken over, not foreign
+    if not session_check.passed and engine.session_id and not dead:
         # R-REC-10, C-44: another session's task is foreign, never "repaired".
         d.procedure, d.foreign = "P4", True
         d.summary = f"'{t.name}' is owned by {t.session_id}: foreign, select an alternative task"
@@ -280,72 +282,43 @@ def _build_failure(snap: TaskSnapshot, d: Diagnosis) -> bool:
 def corruption_checks(engine: Engine, snap: TaskSnapshot) -> list[Check]:
     """R-REC-08's six checks, with the store as the lock and the views as its rendering."""
     ws, t = engine.ws, snap.task
-    view_problems = audit_mod.view_problems(ws, snap)
-    checks = [
-        Check(
-            1,
-            "lock exists",
-            True,
-            f"store row at seq {t.seq}"
-            + (f", released at {t.lock_released_at}" if t.released else ""),
-        ),
-        Check(
-            2,
-            "lock record and views are valid",
-            not view_problems,
-            "; ".join(view_problems),
-            repairable=bool(view_problems),
-        ),
-        Check(
-            3,
-            "session matches",
-            not engine.session_id or t.session_id == engine.session_id,
-            f"lock={t.session_id}, current={engine.session_id or '(none)'}",
-        ),
-    ]
+    views_wrong = audit_mod.view_problems(ws, snap)
     active = not t.released and t.state not in _DONE
     pending = (t.pending or {}).get("op")
-    missing_wt: list[str] = []
-    if (
-        active
-        and pending != "create_task_worktree"
-        and not gitrepo.is_worktree(ws.task_worktree(t.name))
-    ):
-        missing_wt.append(t.name)
-    checks.append(
-        Check(
-            4,
-            "task worktree exists",
-            not missing_wt,
-            f"{ws.task_worktree(t.name)} missing" if missing_wt else "",
-            repairable=_branches_exist(ws.repo, missing_wt),
-        )
-    )
-    agents_expected = (
-        active and t.state != State.INIT.value and pending != ("create_agent_worktrees")
-    )
-    missing_agents = [
-        a
-        for a in t.required_agents
-        if agents_expected and not gitrepo.is_worktree(ws.agent_worktree(t.name, a))
-    ]
-    checks.append(
-        Check(
-            5,
-            "agent worktrees exist",
-            not missing_agents,
-            f"missing for {', '.join(missing_agents)}" if missing_agents else "",
-            repairable=_branches_exist(ws.repo, [f"{t.name}-{a}" for a in missing_agents]),
-        )
-    )
+    # Worktrees that a journaled step in flight is still creating are P1's, not corruption.
+    task_missing = [t.name] if active and pending != "create_task_worktree" and not _usable(
+        ws.task_worktree(t.name)) else []  # fmt: skip
+    agents_due = active and t.state != State.INIT.value and pending != "create_agent_worktrees"
+    agents_missing = [a for a in t.required_agents
+                      if agents_due and not _usable(ws.agent_worktree(t.name, a))]  # fmt: skip
     log = ac.check_transitions(audit_mod.audit_input(ws, snap))
     empty = not snap.transitions and t.state != State.INIT.value  # R-REC-09, C-70
-    detail = "transition_log is empty" if empty else "; ".join(f.evidence for f in log.findings)
-    checks.append(Check(6, "transition_log consistent", not empty and log.passed, detail))
-    return checks
+    released = f", released at {t.lock_released_at}" if t.released else ""
+    return [
+        Check(1, "lock exists", True, f"store row at seq {t.seq}{released}"),
+        Check(2, "lock record and views are valid", not views_wrong, "; ".join(views_wrong),
+              repairable=bool(views_wrong)),
+        # A dead long-lived owner is taken over by `start`, so it is not a mismatch.
+        Check(3, "session matches", not engine.session_id or t.session_id == engine.session_id
+              or owner_alive(t, engine.host) is False,
+              f"lock={t.session_id}, current={engine.session_id or '(none)'}"),
+        Check(4, "task worktree exists", not task_missing,
+              f"{ws.task_worktree(t.name)} missing or half-created" if task_missing else "",
+              repairable=_branches_exist(ws.repo, task_missing)),
+        Check(5, "agent worktrees exist", not agents_missing,
+              f"missing or half-created for {', '.join(agents_missing)}" if agents_missing else "",
+              repairable=_branches_exist(ws.repo, [f"{t.name}-{a}" for a in agents_missing])),
+        Check(6, "transition_log consistent", not empty and log.passed,
+              "transition_log is empty" if empty else "; ".join(f.evidence for f in log.findings)),
+    ]  # fmt: skip
 
 
-def _branches_exist(repo: Any, branches: list[str]) -> bool:
+def _usable(path: Path) -> bool:
+    """A worktree that exists and whose checkout finished (a killed `worktree add` has no index)."""
+    return gitrepo.is_worktree(path) and gitrepo.is_populated(path)
+
+
+def _branches_exist(repo: Path, branches: list[str]) -> bool:
     return bool(branches) and all(gitrepo.branch_exists(repo, b) for b in branches)
 
 
@@ -362,7 +335,7 @@ def _corruption(snap: TaskSnapshot, d: Diagnosis) -> None:
     if d.procedure == "none":
         d.procedure = "P4"
         d.summary = "state corruption: " + "; ".join(f"check {c.number} ({c.name})" for c in failed)
-        d.actions = lines
+        d.actions = [*lines, f"then: {recovery_hint(snap)} (D-REC-1, R-REC-07)"]
     else:
         d.actions += [f"also P4 {line}" for line in lines]
     stuck = [c for c in failed if not c.repairable]
@@ -476,14 +449,15 @@ def _recreate_worktrees(engine: Engine, task: str) -> list[str]:
     made: list[str] = []
     with gitrepo.repo_lock(ws.common_dir):
         for path, branch in wanted:
-            if gitrepo.is_worktree(path) or not gitrepo.branch_exists(ws.repo, branch):
+            if _usable(path) or not gitrepo.branch_exists(ws.repo, branch):
                 continue  # re-checked under the lock: another process may have done it
             gitrepo.ensure_worktree(ws.repo, path, branch, branch)
             made.append(f"recreated worktree {path} from branch {branch}")
     failpoints.hit("recover:after-worktrees")
 
     def done(tx: Tx, current: TaskSnapshot) -> None:
-        engine.touch(tx, current, pending=None)
+        ours = (current.task.pending or {}).get("op") == "recover_worktrees"
+        engine.touch(tx, current, pending=None if ours else current.task.pending)
         engine.event(tx, task, "recovery", {"procedure": "P4", "repaired": made})
 
     engine.step(task, done)
@@ -515,6 +489,11 @@ def recover(engine: Engine, task: str | None, *, do_repair: bool) -> list[Diagno
         if do_repair and d.repairable and not d.foreign and d.escalation is None:
             engine.require_owner(snap.task)  # R-REC-10: only the owner repairs
             repair(engine, snap, d)
+            if d.procedure == "P2" and not d.corrupt:
+                # The retries are recorded, the re-invocations not yet run: detecting again
+                # now would count a retry that has not happened (seed 000 P2 step 4).
+                result.append(d)
+                continue
             attempts = (*d.attempts, *d.repaired)
             again = diagnose(engine, _read(engine, name), attempts)  # R-REC-13
             again.repaired = d.repaired

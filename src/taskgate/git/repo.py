@@ -136,7 +136,11 @@ def add_worktree(repo: Path, path: Path, branch: str, base: str) -> None:
 def ensure_worktree(repo: Path, path: Path, branch: str, base: str) -> bool:
     """Idempotently make `path` a worktree on `branch`; False when it already was one."""
     if is_worktree(path) and head_ref(path) == branch:
-        return False
+        if is_populated(path):
+            return False
+        # `git worktree add` was killed before its checkout wrote the index: nothing was ever
+        # handed out from it, so it is removed and added again (issue 8, test_torture.py).
+        git("worktree", "remove", "--force", "--force", str(path), cwd=repo)
     if path.exists() and any(path.iterdir()):
         raise UsageError(
             f"worktree path {path} is occupied and is not a worktree on branch {branch}",

@@ -10,10 +10,6 @@ import os
 
 from taskgate.hooks.policy import Actor, Layout, TaskView
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from pathlib import Path
-
 # The [workspace] tasks_root default of engine/config.py (tests/test_hooks_dispatch.py checks
 # that the two agree); taskgate.toml is parsed in full only when it sets tasks_root.
 DEFAULT_TASKS_ROOT = ".taskgate/tasks"
@@ -30,27 +26,51 @@ class StoreUnreadable(Exception):
 
 def load_layout(start: str, home: str) -> Layout | None:
     """The layout of the taskgate repository containing `start`; None when not governed."""
-    from taskgate.errors import UsageError
-    from taskgate.git.repo import discover
-
-    try:
-        paths = discover(_existing(start))
-    except UsageError:
+    found = discover(start)
+    if found is None:
         return None
-    repo = str(paths.main_worktree)
+    common_dir, repo = found
     state_dir = os.path.join(repo, STATE_DIR)
     if not os.path.exists(os.path.join(repo, "taskgate.toml")) and not os.path.isdir(state_dir):
         return None  # taskgate was never initialised here: nothing to guard
-    return Layout(repo, str(paths.common_dir), state_dir, _tasks_root(repo), home)
+    return Layout(repo, common_dir, state_dir, _tasks_root(repo), home)
 
 
-def _existing(path: str) -> Path:
-    from pathlib import Path
+def discover(start: str) -> tuple[str, str] | None:
+    """(common git dir, main worktree) of the repository containing `start`, or None.
 
-    p = Path(path)
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    return p
+    The same reading of .git files as taskgate.git.repo.discover (tests check they agree),
+    without that module's imports: dataclasses, subprocess and concurrent.futures cost about
+    45 ms per hook process on a slow disk, several times the interpreter's own start.
+    """
+    current = os.path.realpath(start)
+    while True:
+        dot_git = os.path.join(current, ".git")
+        if os.path.isdir(dot_git):
+            return dot_git, current
+        if os.path.isfile(dot_git):
+            gitdir = _read_link(dot_git, "gitdir:")
+            if gitdir is None:
+                return None
+            common = _read_link(os.path.join(gitdir, "commondir"), "") or gitdir
+            return common, os.path.dirname(common)
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+
+
+def _read_link(path: str, prefix: str) -> str | None:
+    """The path a `.git` file (`gitdir: X`) or a `commondir` file names, made absolute."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read().strip()
+    except OSError:
+        return None
+    if not text.startswith(prefix):
+        return None
+    target = text[len(prefix) :].strip()
+    return os.path.realpath(os.path.join(os.path.dirname(path), target))
 
 
 def _tasks_root(repo: str) -> str:
@@ -74,15 +94,15 @@ def load_actor(layout: Layout, session: str, agent: str) -> Actor:
     """The session's task (R-LCK-20) and every task's branches, from the store."""
     import json
     import sqlite3
-    from pathlib import Path
 
     from taskgate.protocol.states import State
 
-    db = Path(layout.state_dir) / "state.db"
-    if not db.exists():
+    db = os.path.join(layout.state_dir, "state.db")
+    if not os.path.exists(db):
         raise StoreUnreadable(f"the taskgate store {db} is missing", "R-LCK-08")
+    uri = "file:" + db.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
     try:
-        conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=10)
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=10)
         try:
             rows = conn.execute(
                 "SELECT name, state, session_id, required_agents, lock_released_at FROM tasks"

@@ -113,8 +113,9 @@ def _bad_input(event: str, why: str, stdout: TextIO) -> int:
     if event == "PreToolUse":
         print(json.dumps(_deny_output(reason)), file=stdout)
         return 0
+    # Other events guard nothing: say why on stderr and let the session go on.
     print(f"taskgate hook {event}: {why}", file=sys.stderr)
-    return 2 if event == "UserPromptSubmit" else 0
+    return 0
 
 
 def _deny_output(reason: str) -> dict[str, Any]:
@@ -197,13 +198,7 @@ def judge(data: dict[str, Any]) -> Verdict:
             raise BadInput("Bash input has no command")
         analysis = analyse(command, cwd, home=home)
         first = policy.check_bash(analysis, command, layout, nobody)
-        quiet = (
-            not analysis.writes
-            and not analysis.dir_writes
-            and analysis.complete
-            and not any(os.path.basename(c.argv[0]) == "git" for c in analysis.commands if c.argv)
-        )
-        if not first.allow or quiet:
+        if not first.allow or not policy.needs_task(analysis):
             return first
         return policy.check_bash(analysis, command, layout, actor())
     return policy.check_task_tool(tool_input, actor())

@@ -8,29 +8,27 @@ from __future__ import annotations
 
 import os
 
-from taskgate.hooks.policy import ALLOW, FINISHING, Actor, Layout, Verdict, deny, place
+from taskgate.hooks.policy import (
+    ALLOW,
+    FINISHING,
+    Actor,
+    Layout,
+    Verdict,
+    deny,
+    place,
+    split_git,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from taskgate.hooks.shell import Command
 
-_GLOBAL_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})
 _FORCE = ("-f", "--force", "--mirror")
-
-
-def _split(argv: list[str], cwds: tuple[str, ...]) -> tuple[str, list[str], tuple[str, ...]]:
-    """(subcommand, its arguments, the directories git runs in) after global options."""
-    i = 1
-    while i < len(argv) and argv[i].startswith("-"):
-        if argv[i] == "-C" and i + 1 < len(argv):
-            cwds = tuple(os.path.normpath(os.path.join(c, argv[i + 1])) for c in cwds)
-        i += 2 if argv[i] in _GLOBAL_WITH_VALUE else 1
-    return (argv[i] if i < len(argv) else ""), argv[i + 1 :], cwds
 
 
 def check_git(command: Command, layout: Layout, actor: Actor) -> Verdict:
     """Deny git commands that bypass the completion sequence or destroy work."""
-    sub, args, cwds = _split(command.argv, command.cwds)
+    sub, args, cwds = split_git(command.argv, command.cwds)
     in_main = any(place(os.path.realpath(c), layout)[0] == "main" for c in cwds)
     state = actor.task.state if actor.task else ""
     finishing = state in FINISHING

@@ -47,6 +47,9 @@ _CODE_WRITES = (
     "exec",
 )
 SETTINGS_NAMES = ("settings.json", "settings.local.json")
+_GIT_GLOBAL_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})
+# The git subcommands the rules judge (hooks/gitrules.py); others need no store read.
+GIT_JUDGED = frozenset({"merge", "push", "branch", "reset", "reflog", "worktree", "clean"})
 
 
 class Verdict:
@@ -309,6 +312,13 @@ def check_bash(analysis: Analysis, text: str, layout: Layout, actor: Actor) -> V
         verdict = _check_dir_write(directory, layout, actor)
         if not verdict.allow:
             return verdict
+    for target in sorted(analysis.link_targets):
+        if place(os.path.realpath(target), layout)[0] in ("store", "config", "git"):
+            return deny(
+                "R-LCK-09",
+                f"a symlink to {target} would let later writes reach "
+                "taskgate's files; read them directly or use the taskgate CLI",
+            )
     for code in analysis.opaque:
         verdict = _check_opaque(code, layout, actor)
         if not verdict.allow:
@@ -379,6 +389,27 @@ def check_command(command: Command, layout: Layout, actor: Actor) -> Verdict:
 
         return check_git(command, layout, actor)
     return ALLOW
+
+
+def split_git(argv: list[str], cwds: tuple[str, ...]) -> tuple[str, list[str], tuple[str, ...]]:
+    """(subcommand, its arguments, the directories git runs in) after git's global options."""
+    i = 1
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] == "-C" and i + 1 < len(argv):
+            cwds = tuple(os.path.normpath(os.path.join(c, argv[i + 1])) for c in cwds)
+        i += 2 if argv[i] in _GIT_GLOBAL_WITH_VALUE else 1
+    return (argv[i] if i < len(argv) else ""), argv[i + 1 :], cwds
+
+
+def needs_task(analysis: Analysis) -> bool:
+    """Whether judging this command line needs the session's task from the store."""
+    if analysis.writes or analysis.dir_writes or analysis.opaque or not analysis.complete:
+        return True
+    return any(
+        os.path.basename(c.argv[0]) == "git" and split_git(c.argv, c.cwds)[0] in GIT_JUDGED
+        for c in analysis.commands
+        if c.argv
+    )
 
 
 def check_taskgate(args: list[str]) -> Verdict:

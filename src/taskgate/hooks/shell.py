@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import os
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Iterator
+from taskgate.hooks.lexer import Lexer, Word
 
 SEPARATORS = frozenset({"&&", "||", ";", "|", "|&", "&", "\n", "(", ")"})
 _WRAPPERS_WITH_ARG = {
@@ -44,17 +42,6 @@ _MODE_FIRST = frozenset({"chmod", "chown", "chgrp"})
 _SPECIAL_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 
 
-class Word:
-    """One shell word: its expanded text, or `known=False` when it depends on runtime values."""
-
-    __slots__ = ("glob", "known", "text")
-
-    def __init__(self, text: str = "", known: bool = True, glob: bool = False) -> None:
-        self.text = text
-        self.known = known
-        self.glob = glob
-
-
 class Command:
     """A simple command after wrappers were stripped, with the directories it may run in."""
 
@@ -72,10 +59,19 @@ class Command:
 class Analysis:
     """Everything one command line may write, and what it runs."""
 
-    __slots__ = ("commands", "complete", "dir_writes", "opaque", "problems", "writes")
+    __slots__ = (
+        "commands",
+        "complete",
+        "dir_writes",
+        "link_targets",
+        "opaque",
+        "problems",
+        "writes",
+    )
 
     def __init__(self) -> None:
         self.writes: set[str] = set()  # absolute paths (normalised, symlinks not resolved)
+        self.link_targets: set[str] = set()  # what new symlinks point at (writes go through)
         self.dir_writes: set[str] = set()  # "something below this directory"
         self.commands: list[Command] = []
         self.opaque: list[str] = []  # interpreter code we cannot analyse
@@ -88,212 +84,6 @@ class Analysis:
         self.problems.append(why)
 
 
-class _Lexer:
-    """Splits a command line into words, operators and redirections (POSIX quoting)."""
-
-    def __init__(self, text: str, state: _State) -> None:
-        self.s = text
-        self.i = 0
-        self.st = state
-        self.heredocs: list[tuple[str, bool]] = []
-
-    def tokens(self) -> Iterator[tuple[str, object]]:
-        """Yield ("op", str), ("redir", (op, Word)), ("word", Word)."""
-        s = self.s
-        while self.i < len(s):
-            c = s[self.i]
-            if c in " \t":
-                self.i += 1
-            elif c == "\\" and s.startswith("\\\n", self.i):
-                self.i += 2
-            elif c == "#":
-                while self.i < len(s) and s[self.i] != "\n":
-                    self.i += 1
-            elif c == "\n":
-                self.i += 1
-                self._skip_heredocs()
-                yield "op", "\n"
-            elif s.startswith(("<(", ">("), self.i):
-                end = _balanced(s, self.i + 1)  # process substitution: its commands run
-                self.st.substitution(s[self.i + 2 : end])
-                self.i = end + 1
-                yield "word", Word("", known=False)
-            elif s.startswith("&>", self.i):
-                self.i += 1
-                yield "redir", self._redirect("&")
-            elif c in ";&|()":
-                yield "op", self._operator()
-            elif c in "<>":
-                yield "redir", self._redirect("")
-            else:
-                word = self._word()
-                if word.known and word.text.isdigit() and self.i < len(s) and s[self.i] in "<>":
-                    yield "redir", self._redirect(word.text)
-                else:
-                    yield "word", word
-
-    def _operator(self) -> str:
-        s, i = self.s, self.i
-        for op in ("&&", "||", "|&", ";;"):
-            if s.startswith(op, i):
-                self.i += len(op)
-                return ";" if op == ";;" else op
-        self.i += 1
-        return s[i]
-
-    def _redirect(self, fd: str) -> tuple[str, Word]:
-        s = self.s
-        start = self.i
-        for op in ("<<<", "<<-", "<<", "<>", ">>", ">|", ">&", "<&", ">", "<"):
-            if s.startswith(op, self.i):
-                self.i += len(op)
-                break
-        op = s[start : self.i]
-        while self.i < len(s) and s[self.i] in " \t":
-            self.i += 1
-        target = self._word()
-        if op in ("<<", "<<-"):
-            self.heredocs.append((target.text, op == "<<-"))
-        return fd + op, target
-
-    def _skip_heredocs(self) -> None:
-        # Here-document bodies are data, never commands.
-        for delim, strip_tabs in self.heredocs:
-            while self.i < len(self.s):
-                end = self.s.find("\n", self.i)
-                end = len(self.s) if end < 0 else end
-                line = self.s[self.i : end]
-                self.i = end + 1
-                if (line.lstrip("\t") if strip_tabs else line) == delim:
-                    break
-        self.heredocs = []
-
-    def _word(self) -> Word:
-        s = self.s
-        out: list[str] = []
-        word = Word()
-        at_start = True
-        while self.i < len(s):
-            c = s[self.i]
-            if c in " \t\n;&|()<>":
-                break
-            if c == "'":
-                end = s.find("'", self.i + 1)
-                end = len(s) if end < 0 else end
-                out.append(s[self.i + 1 : end])
-                self.i = end + 1
-            elif c == '"':
-                self.i += 1
-                self._double_quoted(out, word)
-            elif c == "\\":
-                out.append(s[self.i + 1 : self.i + 2])
-                self.i += 2
-            elif c == "$":
-                self._dollar(out, word)
-            elif c == "`":
-                end = s.find("`", self.i + 1)
-                end = len(s) if end < 0 else end
-                self.st.substitution(s[self.i + 1 : end])
-                word.known = False
-                self.i = end + 1
-            elif c == "~" and at_start:
-                out.append(self.st.home)
-                self.i += 1
-            else:
-                if c in "*?[" or (c == "{" and "," in s[self.i : s.find("}", self.i) + 1]):
-                    word.glob = True
-                out.append(c)
-                self.i += 1
-            at_start = False
-        word.text = "".join(out)
-        return word
-
-    def _double_quoted(self, out: list[str], word: Word) -> None:
-        s = self.s
-        while self.i < len(s) and s[self.i] != '"':
-            c = s[self.i]
-            if c == "\\" and self.i + 1 < len(s) and s[self.i + 1] in '"\\$`\n':
-                out.append(s[self.i + 1])
-                self.i += 2
-            elif c == "$":
-                self._dollar(out, word)
-            elif c == "`":
-                end = s.find("`", self.i + 1)
-                end = len(s) if end < 0 else end
-                self.st.substitution(s[self.i + 1 : end])
-                word.known = False
-                self.i = end + 1
-            else:
-                out.append(c)
-                self.i += 1
-        self.i += 1
-
-    def _dollar(self, out: list[str], word: Word) -> None:
-        s, i = self.s, self.i
-        if s.startswith("$(", i):
-            end = _balanced(s, i + 1)
-            inner = s[i + 2 : end]
-            if not inner.startswith("("):  # $((arithmetic)) runs nothing
-                self.st.substitution(inner)
-            word.known = False
-            self.i = end + 1
-        elif s.startswith("$'", i):
-            end = i + 2
-            while end < len(s) and s[end] != "'":
-                end += 2 if s[end] == "\\" else 1
-            out.append(s[i + 2 : end].replace("\\'", "'"))
-            self.i = end + 1
-        elif s.startswith("${", i):
-            end = s.find("}", i)
-            end = len(s) if end < 0 else end
-            self._variable(s[i + 2 : end], out, word)
-            self.i = end + 1
-        else:
-            j = i + 1
-            while j < len(s) and (s[j].isalnum() or s[j] == "_"):
-                j += 1
-            if j == i + 1:
-                if j < len(s) and s[j] in "?#$!@*-0123456789":
-                    word.known = False
-                    self.i = j + 1
-                    return
-                out.append("$")
-                self.i = j
-                return
-            self._variable(s[i + 1 : j], out, word)
-            self.i = j
-
-    def _variable(self, name: str, out: list[str], word: Word) -> None:
-        value = self.st.vars.get(name)
-        if value is None:
-            word.known = False
-        else:
-            out.append(value)
-
-
-def _balanced(s: str, open_at: int) -> int:
-    """Index of the parenthesis closing the one at `open_at` (quotes respected)."""
-    depth = 0
-    i = open_at
-    while i < len(s):
-        c = s[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "'":
-            i = s.find("'", i + 1)
-            if i < 0:
-                return len(s)
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return len(s)
-
-
 class _State:
     """Where the next command runs and which variables we know, while walking a line."""
 
@@ -303,6 +93,7 @@ class _State:
         self.home = home
         self.vars: dict[str, str] = {}
         self.depth = depth
+        self.text = ""  # the line being walked: the code an interpreter reads from stdin
 
     def substitution(self, inner: str) -> None:
         """Commands inside $(...) or backticks run too: analyse them in place."""
@@ -358,10 +149,11 @@ def _walk(
         return
     st = _State(result, cwds, home, depth)
     st.vars = variables
+    st.text = text
     stack: list[tuple[tuple[str, ...], dict[str, str]]] = []
     words: list[Word] = []
     redirs: list[tuple[str, Word]] = []
-    for kind, value in _Lexer(text, st).tokens():
+    for kind, value in Lexer(text, st).tokens():
         if kind == "word":
             assert isinstance(value, Word)
             words.append(value)
@@ -499,11 +291,22 @@ def _nested_shell(st: _State, name: str, args: list[Word]) -> None:
             None,
         )
         if flag is None or flag + 1 >= len(args):
-            return  # `bash script.sh` runs a script from disk: not analysed (documented)
+            _stdin_code(st, args)  # `bash script.sh` from disk is not analysed (documented)
+            return
         code, known = args[flag + 1].text, args[flag + 1].known
     if not known:
         st.result.unknown(f"{name} runs code built at run time")
     _walk(code, st.result, st.cwds, st.home, st.depth + 1, dict(st.vars))
+
+
+def _stdin_code(st: _State, args: list[Word]) -> None:
+    """An interpreter or shell without a script operand runs code from stdin (a pipe or a
+    here-document): the whole line counts as opaque code."""
+    if any(w.text == "-m" for w in args):
+        return  # python -m MODULE runs installed code, like a script on disk
+    operands = _operands(args, frozenset({"-W", "-X", "-o", "-O"}))
+    if not operands or operands[0].text == "-":
+        st.result.opaque.append(st.text)
 
 
 def _find(st: _State, args: list[Word]) -> None:
@@ -573,6 +376,8 @@ def _writer(st: _State, name: str, args: list[Word]) -> None:
         targets = _operands(args, frozenset({"-s", "--size", "-r", "--reference"}))
     elif name in ("cp", "mv", "ln", "install", "rsync"):
         targets = _copy_targets(st, name, args)
+        if name == "ln":
+            _link_targets(st, args)
     elif name == "dd":
         targets = [Word(w.text[3:], w.known, w.glob) for w in args if w.text.startswith("of=")]
     elif name == "sed" and any(w.text.startswith(("-i", "--in-place")) for w in args):
@@ -625,6 +430,17 @@ def _copy_targets(st: _State, name: str, args: list[Word]) -> list[Word]:
     return found
 
 
+def _link_targets(st: _State, args: list[Word]) -> None:
+    # A symlink into taskgate's files would let a later write reach them.
+    ops = _operands(args, frozenset({"-t", "--target-directory", "-S", "--suffix"}))
+    sources = ops[:-1] if len(ops) >= 2 else ops
+    link_dir = os.path.dirname(ops[-1].text) if len(ops) >= 2 else ""
+    for source in sources:
+        st.result.link_targets.update(st.paths(source))
+        if link_dir and source.known:
+            st.result.link_targets.update(st.paths(Word(os.path.join(link_dir, source.text))))
+
+
 def _interpreter(st: _State, base: str, args: list[Word]) -> None:
     texts = [w.text for w in args]
     flags = _INTERPRETER_FLAGS[base]
@@ -647,7 +463,8 @@ def _interpreter(st: _State, base: str, args: list[Word]) -> None:
         for w in _operands(args, frozenset({"-e", "-E"}))[0 if code_at is not None else 1 :]:
             st.result.writes.update(st.paths(w))
     if code_at is None or code_at + 1 >= len(args):
-        return  # a script file from disk: not analysed (documented)
+        _stdin_code(st, args)  # a script file from disk is not analysed (documented)
+        return
     st.result.opaque.append(args[code_at + 1].text)
     if not args[code_at + 1].known:
         st.result.unknown(f"{base} code built at run time")

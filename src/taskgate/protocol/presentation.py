@@ -43,13 +43,15 @@ _LEVEL2_RE = re.compile(r"^##[ \t]+(.+?)[ \t]*$", re.MULTILINE)
 _ITEM_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?(.*\S)\s*$")
 # "1. quality implements X; 2. test writes Y" on one line is two phases.
 _INLINE_ITEM_RE = re.compile(r";\s*(?=\d+[.)]\s)")
+_NUMBER_RE = re.compile(r"^\s*\d+[.)]\s+")
 _BACKTICK_RE = re.compile(r"`([^`]+)`")
 _PATHLIKE_RE = re.compile(r"[\w./-]*[/.][\w./-]*\w")
 _TEST_NAME_RE = re.compile(r"\btest_\w+")
 _AGENT_TAG_RE = re.compile(r"\(\s*agents?\s*:\s*([^)]+)\)", re.IGNORECASE)
 # R-DOC-14: the main agent never implements; the plan must delegate every phase.
 _MAIN_AGENT_IMPLEMENTS_RE = re.compile(
-    r"\b(?:main\s+agent|i)\s+(?:will\s+|'ll\s+|shall\s+)?(?:implement|write|code|build)s?\b"
+    r"\bmain\s+agent\s+(?:will\s+|shall\s+)?(?:implement|write|code)s?\b"
+    r"|\bi(?:\s+will|'ll|\s+shall)\s+(?:now\s+|first\s+)?implement\b"
     r"|\bimplemented\s+by\s+the\s+main\s+agent\b",
     re.IGNORECASE,
 )
@@ -156,7 +158,8 @@ def _items(text: str) -> list[str]:
     for line in text.splitlines():
         match = _ITEM_RE.match(line)
         if match:
-            items += [p.strip() for p in _INLINE_ITEM_RE.split(match.group(1)) if p.strip()]
+            parts = _INLINE_ITEM_RE.split(match.group(1))
+            items += [_NUMBER_RE.sub("", p).strip() for p in parts if p.strip()]
     return items
 
 

@@ -18,9 +18,11 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from taskgate.errors import TaskgateError, UsageError
+from taskgate.spec.detect import words
 from taskgate.spec.state import MAX_QUESTIONS, SEVERITIES, Clarification
 
 ROLES = ("spec-writer", "validator", "checklist", "gap-classifier")
@@ -186,7 +188,8 @@ class ScriptedSpecBackend:
         ]
         for n, item in enumerate(clarifications, start=2):
             lines.append(f"- **FR-{n:03d}**: The system MUST honour: {item['answer']}")
-        lines += ["", "## Key Entities", "", f"- {title}", ""]
+        entities = list(dict.fromkeys(w.capitalize() for w in words(description)))[:3]
+        lines += ["", "## Key Entities", "", *(f"- {e}" for e in entities or [title]), ""]
         if request.get("feedback"):
             lines += ["## Open Points", ""]
             lines += [f"- [NEEDS CLARIFICATION: {f}]" for f in request["feedback"]]
@@ -297,6 +300,23 @@ class CommandSpecBackend:
                 hint="fix the agent command, then 'taskgate spec resume ID' retries this step",
             )
         return reply
+
+
+def agents_config(script: str | None, command: str | None) -> dict[str, Any]:
+    """The `agents` field of a new workflow: a command backend, a scripted scenario from a
+    JSON file, or the built-in demo scenario."""
+    if command:
+        return {"backend": "command", "command": [command]}
+    if script:
+        try:
+            scenario = json.loads(Path(script).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--script {script}: {exc}", hint="pass a JSON scenario") from None
+        if not isinstance(scenario, dict):
+            raise UsageError(f"--script {script}: not a JSON object", hint="see docs/spec.md")
+        ScriptedSpecBackend(scenario)  # validate once, at the edge
+        return {"backend": "scripted", "scenario": scenario}
+    return {"backend": "scripted", "scenario": DEMO_SCENARIO}
 
 
 def backend_from(config: Mapping[str, Any]) -> SpecBackend:

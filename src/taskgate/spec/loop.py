@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Protocol
 
 from taskgate import failpoints
@@ -122,9 +121,6 @@ class Workflow:
         save_state(self.paths, state, clock=self.clock, render=render_index)
         self.state = state
 
-    def _write(self, path: Path, text: str) -> None:
-        atomic_write(path, text)
-
     def _clarification_input(
         self, items: list[Clarification]
     ) -> list[tuple[Clarification, list[str]]]:
@@ -155,7 +151,7 @@ class Workflow:
             self._clarification_input(s.clarifications),
             feedback if s.rewrites else [],
         )
-        self._write(self.paths.spec, spec)
+        atomic_write(self.paths.spec, spec)
         failpoints.hit("spec:A2")
         s.loop_status, s.phase, s.validated_iteration = "validating", "A3", 0
         self._save(s)
@@ -225,7 +221,7 @@ class Workflow:
         """The requirements checklist."""
         s = copy_state(self.state)
         spec = self.paths.spec.read_text(encoding="utf-8")
-        self._write(self.paths.checklist, self.agents.checklist(s.feature_id, spec))
+        atomic_write(self.paths.checklist, self.agents.checklist(s.feature_id, spec))
         failpoints.hit("spec:A4")
         s.checklist_done, s.phase = True, "A5"
         self._save(s)
@@ -300,11 +296,12 @@ class Workflow:
         spec = self.agents.write_spec(
             s.feature_id, s.description, self._clarification_input(s.clarifications)
         )
-        self._write(self.paths.spec, spec)
+        atomic_write(self.paths.spec, spec)
         failpoints.hit("spec:B2")
         s.pending_questions, s.user_answers = [], {}
-        s.current_iteration += 1  # B4 stops at 10, so this never passes MAX_ITERATIONS
-        s.loop_status, s.phase = "validating", "B3"
+        # B4 stops at 10 before asking; the cap only matters for a state repaired at 10.
+        s.current_iteration = min(s.current_iteration + 1, MAX_ITERATIONS)
+        s.loop_status, s.phase, s.validated_iteration = "validating", "B3", 0
         self._save(s)
         self._say(f"B2 applied the answers; iteration {s.current_iteration}")
 
@@ -429,8 +426,8 @@ class Workflow:
                 s.log(gap.id, "known_gap", s.termination_reason or "")
         spec = self.paths.spec.read_text(encoding="utf-8")
         checklist = self.agents.checklist(s.feature_id, spec)
-        self._write(self.paths.checklist, checklist)
-        self._write(self.paths.report, quality_report(s, spec, checklist, iso(self.clock())))
+        atomic_write(self.paths.checklist, checklist)
+        atomic_write(self.paths.report, quality_report(s, spec, checklist, iso(self.clock())))
         failpoints.hit("spec:C")
         s.loop_status, s.phase, s.stale_count = "completed", "done", 0
         self._save(s)

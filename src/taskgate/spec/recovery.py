@@ -21,8 +21,6 @@ from taskgate.spec.state import (
     validate_state,
 )
 
-INTEGRITY_OPTIONS = ("repair", "fresh", "manual")  # R-SPC-16, in the seed's order
-
 
 def resume_point(state: SpecState | None, *, spec_exists: bool) -> str | None:
     """Where a workflow resumes (D-SPC-2 refined by R-SPC-06/08); None when it is finished."""

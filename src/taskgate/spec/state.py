@@ -180,11 +180,6 @@ class SpecState:
         return asdict(self)
 
     @property
-    def number(self) -> int:
-        """NNN of the feature id."""
-        return int(self.feature_id[:3])
-
-    @property
     def slug(self) -> str:
         """The short name after NNN-."""
         return self.feature_id[4:]

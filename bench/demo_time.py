@@ -1,0 +1,95 @@
+"""Wall time of `taskgate demo --yes` and where it goes: taskgate itself, git, the build, and the
+agents (issue 6).
+
+Run: python bench/demo_time.py [runs]
+
+The demo runs in this process so the helpers can be timed: agent batches are timed around the
+runner's parallel invocation (wall time, so parallel agents are not double counted), git and
+the build around their subprocess calls made outside agent batches. taskgate's own share is
+the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from common import ROOT
+
+sys.path.insert(0, str(ROOT / "src"))
+
+from taskgate.cli.main import main
+from taskgate.engine import validate as validate_mod
+from taskgate.git import cmd as git_cmd
+from taskgate.orchestrator import runner as runner_mod
+
+TIMES: dict[str, float] = {"git": 0.0, "build": 0.0, "agents": 0.0}
+_IN_AGENTS = threading.local()
+
+
+def _timed(name: str, fn: Callable[..., Any], *, main_thread_only: bool = False) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        counted = not (main_thread_only and getattr(_IN_AGENTS, "on", False)) and (
+            not main_thread_only or threading.current_thread() is threading.main_thread()
+        )
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if counted:
+                TIMES[name] += time.perf_counter() - start
+
+    return wrapper
+
+
+def _agents(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _IN_AGENTS.on = True
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            TIMES["agents"] += time.perf_counter() - start
+            _IN_AGENTS.on = False
+
+    return wrapper
+
+
+def one_run() -> dict[str, float]:
+    for key in TIMES:
+        TIMES[key] = 0.0
+    target = Path(tempfile.mkdtemp(prefix="taskgate-bench-demo-")) / "textkit"
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = main(["demo", "--dir", str(target), "--yes"])
+    total = time.perf_counter() - start
+    assert code == 0, "demo failed"
+    own = total - sum(TIMES.values())
+    return {"total": total, **TIMES, "taskgate": own}
+
+
+def main_bench() -> int:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    git_cmd.run = _timed("git", git_cmd.run, main_thread_only=True)  # type: ignore[assignment]
+    validate_mod.run = _timed("build", validate_mod.run)  # type: ignore[assignment]
+    runner_mod.Runner._invoke_all = _agents(runner_mod.Runner._invoke_all)  # type: ignore[method-assign]
+    runner_mod.invoke = _agents(runner_mod.invoke)  # type: ignore[assignment]
+    results = [one_run() for _ in range(runs)]
+    print(f"taskgate demo --yes, {runs} runs (two tasks: HIGH code + LOW docs), median:")
+    for key in ("total", "taskgate", "git", "agents", "build"):
+        value = statistics.median(r[key] for r in results)
+        share = value / statistics.median(r["total"] for r in results) * 100
+        print(f"  {key:<9} {value:6.2f} s  {share:5.1f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main_bench())

@@ -1,0 +1,123 @@
+"""Median wall time of `taskgate hook PreToolUse` with 50 tasks in the store (issue 7), as a
+ratio to `python3 -c pass` and to a seed-style bash + jq hook (bench/seed_style_hook.sh),
+all measured interleaved in the same run.
+
+Run: python bench/hook_latency.py [rounds]
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common import ROOT, env, scratch_repo, tg
+
+TASKS = 50
+TODO = "".join(
+    f"## task-{i}: Task {i}\n- Purpose: p\n- Scope: s\n- Components: c\n- Files: src/m{i}.py\n\n"
+    for i in range(TASKS)
+)
+
+
+def timed(cmd: list[str], cwd: Path, stdin: str) -> float:
+    """Wall time of one command fed `stdin` (it must succeed)."""
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, env=env(), input=stdin.encode(), check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def taskgate_program() -> list[str]:
+    """The installed console script next to this interpreter, else `python -m taskgate`."""
+    script = Path(sys.executable).parent / "taskgate"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "taskgate"]
+
+
+def inputs(repo: Path) -> dict[str, str]:
+    """Typical PreToolUse inputs of the session that owns task-0."""
+    base = {
+        "session_id": "bench",
+        "transcript_path": "",
+        "cwd": str(repo),
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+    }
+    worktree = repo / ".taskgate" / "tasks" / "task-0" / "code"
+    return {
+        "Edit in the task worktree (store read)": json.dumps(
+            {
+                **base,
+                "tool_name": "Edit",
+                "tool_input": {
+                    "file_path": str(worktree / "src" / "m0.py"),
+                    "old_string": "a",
+                    "new_string": "b",
+                },
+            }
+        ),
+        "Bash `git status && pytest -q` (no store read)": json.dumps(
+            {**base, "tool_name": "Bash", "tool_input": {"command": "git status && pytest -q"}}
+        ),
+        "Write to .taskgate/state.db (denied)": json.dumps(
+            {
+                **base,
+                "tool_name": "Write",
+                "tool_input": {"file_path": str(repo / ".taskgate" / "state.db"), "content": ""},
+            }
+        ),
+    }
+
+
+def main() -> int:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    repo = scratch_repo(TODO)
+    tg(repo, "start", "task-0", check=True)
+    for i in range(1, TASKS):  # one lock per session (R-LCK-19): 49 other sessions
+        subprocess.run(
+            [sys.executable, "-m", "taskgate", "--session", f"other-{i}", "start", f"task-{i}"],
+            cwd=repo,
+            env=env(),
+            check=True,
+            capture_output=True,
+        )
+    program = taskgate_program()
+    seed = ROOT / "bench" / "seed_style_hook.sh"
+    has_jq = shutil.which("jq") is not None
+    floor = "python3 -c 'import re, json, sqlite3' (floor)"
+    samples: dict[str, list[float]] = {"python3 -c pass": [], floor: [], "seed-style bash + jq": []}
+    cases = inputs(repo)
+    for name in cases:
+        samples[name] = []
+    for _ in range(rounds):  # interleaved, so machine noise hits every side alike
+        samples["python3 -c pass"].append(timed([sys.executable, "-c", "pass"], repo, ""))
+        # what any Python hook that reads JSON and the store must import (the console script
+        # itself imports re)
+        samples[floor].append(timed([sys.executable, "-c", "import re, json, sqlite3"], repo, ""))
+        for name, data in cases.items():
+            samples[name].append(timed([*program, "hook", "PreToolUse"], repo, data))
+        if has_jq:
+            edit = cases["Edit in the task worktree (store read)"]
+            samples["seed-style bash + jq"].append(timed(["bash", str(seed)], repo, edit))
+    base = statistics.median(samples["python3 -c pass"])
+    print(
+        f"taskgate hook PreToolUse, {TASKS} tasks in the store, {rounds} rounds, "
+        f"program: {' '.join(Path(p).name for p in program)}"
+    )
+    print(f"{'case':52} {'median ms':>10} {'/ python':>9} {'/ seed':>8}")
+    seed_ms = statistics.median(samples["seed-style bash + jq"]) if has_jq else None
+    for name, values in samples.items():
+        if not values:
+            print(f"{name:52} {'skipped (jq not installed)':>29}")
+            continue
+        median = statistics.median(values)
+        vs_seed = f"{median / seed_ms:8.2f}" if seed_ms else f"{'-':>8}"
+        print(f"{name:52} {median * 1000:10.1f} {median / base:9.2f} {vs_seed}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,499 @@
+"""`taskgate hook EVENT` end to end: documented JSON in (tests/fixtures/hooks), the real CLI
+process, real git repositories in every protocol state (issue 7)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Repo, Run, make_repo
+from flow import agents_of, copy_repo, to_implementation, to_synthesis, to_validation
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
+TASK = "add-login"
+
+
+def fixture(name: str, repo: Repo, **changes: Any) -> dict[str, Any]:
+    """A documented hook input with REPO replaced by the repository path."""
+    text = (FIXTURES / f"{name}.json").read_text().replace("REPO", str(repo.path))
+    data: dict[str, Any] = json.loads(text)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    return data
+
+
+def hook(repo: Repo, data: dict[str, Any] | str, event: str = "", **kw: Any) -> Run:
+    """Run `taskgate hook EVENT` with the input on stdin, like Claude Code does."""
+    raw = data if isinstance(data, str) else json.dumps(data)
+    name = event or (data["hook_event_name"] if isinstance(data, dict) else "PreToolUse")
+    return repo.run("hook", name, stdin=raw, session=None, **kw)
+
+
+def decision(run: Run) -> tuple[str, str]:
+    """(permissionDecision or "allow", reason) of a PreToolUse answer."""
+    assert run.code == 0, run.err
+    if not run.out.strip():
+        return "allow", ""
+    out = run.json()["hookSpecificOutput"]
+    assert out["hookEventName"] == "PreToolUse"
+    return out["permissionDecision"], out["permissionDecisionReason"]
+
+
+def bash(repo: Repo, command: str, **changes: Any) -> tuple[str, str]:
+    """The decision on a Bash command run from the repository root."""
+    data = fixture("pre_tool_use_bash", repo, tool_input={"command": command}, **changes)
+    return decision(hook(repo, data))
+
+
+def write(repo: Repo, path: Path | str, **changes: Any) -> tuple[str, str]:
+    """The decision on a Write of `path`."""
+    data = fixture("pre_tool_use_write", repo, tool_input={"file_path": str(path)}, **changes)
+    return decision(hook(repo, data))
+
+
+def context(run: Run, event: str) -> str:
+    """The additionalContext a SessionStart / UserPromptSubmit answer injects."""
+    assert run.code == 0, run.err
+    out = run.json()["hookSpecificOutput"]
+    assert out["hookEventName"] == event
+    return str(out["additionalContext"])
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A repository with add-login in IMPLEMENTATION (session s1), fix-typo held by s2."""
+    with pytest.MonkeyPatch.context() as mp:
+        home = tmp_path_factory.mktemp("home")
+        mp.setenv("HOME", str(home))
+        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        (home / ".gitconfig").write_text(
+            "[user]\n\tname = T\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n"
+        )
+        repo = make_repo(tmp_path_factory.mktemp("impl") / "repo")
+        to_implementation(repo, TASK)
+        repo.ok("start", "fix-typo", session="s2")
+        yield repo.path
+
+
+@pytest.fixture
+def impl(template: Path, tmp_path: Path) -> Repo:
+    """A private copy of the IMPLEMENTATION template."""
+    return copy_repo(template, tmp_path / "repo")
+
+
+@pytest.fixture(scope="module")
+def shared(template: Path) -> Repo:
+    """The template itself, for tests that only read (PreToolUse never writes the store)."""
+    return Repo(template)
+
+
+# -- PreToolUse: the store, views, flags and configuration -----------------------------------
+
+
+def test_read_only_tools_are_always_allowed(shared: Repo) -> None:
+    assert decision(hook(shared, fixture("pre_tool_use_read", shared))) == ("allow", "")
+
+
+@pytest.mark.parametrize(
+    ("relative", "rule"),
+    [
+        (".taskgate/state.db", "R-LCK-09"),
+        (f".taskgate/tasks/{TASK}/task.json", "R-LCK-09"),
+        (f".taskgate/tasks/{TASK}/user-plan-approval-obtained.flag", "R-CKP-03"),
+        (f".taskgate/tasks/{TASK}/audit-trail.json", "R-AUD-01"),
+        (f".taskgate/tasks/{TASK}/agents/quality/status.json", "R-AST-01"),
+        ("taskgate.toml", "R-CKP-02"),
+        (".claude/settings.json", "R-CKP-02"),
+        (".git/refs/heads/main", "R-WTB-09"),
+    ],
+)
+def test_writes_to_taskgate_files_are_denied_for_everyone(
+    shared: Repo, relative: str, rule: str
+) -> None:
+    for agent in ("", "quality"):
+        verdict, reason = write(shared, shared.path / relative, agent_type=agent)
+        assert verdict == "deny"
+        assert reason.startswith(f"[{rule}]")
+    verdict, reason = write(shared, shared.path / relative, session_id="nobody")
+    assert (verdict, reason[:10]) == ("deny", f"[{rule}]")
+
+
+def test_the_plan_and_reports_stay_writable(shared: Repo) -> None:
+    assert write(shared, shared.task_dir(TASK) / "task.md")[0] == "allow"
+    report = shared.task_dir(TASK) / f"{TASK}-quality-requirements.md"
+    assert write(shared, report, agent_type="quality")[0] == "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo '{}' > .taskgate/tasks/add-login/task.json",
+        "python3 -c \"open('.taskgate/state.db', 'w').write('')\"",
+        "python3 -c 'import os; os.remove(\"/x/.taskgate/state.db\")'",
+        "node -e \"require('fs').writeFileSync('.taskgate/state.db', '')\"",
+        "cd .taskgate/tasks/add-login && touch user-plan-approval-obtained.flag",
+        'echo hi > "my dir/../.taskgate/state.db"',
+        "D=.taskgate; echo > $D/state.db",
+        'touch "$(echo .taskgate)/tasks/add-login/user-approval-obtained.flag"',
+        "bash -c 'rm -f .taskgate/state.db'",
+        "sqlite3 .taskgate/state.db 'update tasks set state=1' > .taskgate/x",
+        "git clean -fdx",
+        "find . -name '*.db' -delete",
+        "jq '.state=\"COMPLETE\"' t.json | tee .taskgate/tasks/add-login/task.json",
+        "ln -s .taskgate/state.db innocent && echo x > innocent",
+        "python3 <<'EOF'\nopen('.taskgate/state.db', 'w')\nEOF",
+        "echo \"open('.taskgate/state.db','w')\" | python3",
+    ],
+)
+def test_store_evasions_through_bash_are_denied(shared: Repo, command: str) -> None:
+    verdict, reason = bash(shared, command)
+    assert verdict == "deny", command
+    assert reason.startswith("[R-"), reason
+
+
+def test_a_symlink_into_the_state_dir_is_followed(shared: Repo, tmp_path: Path) -> None:
+    link = tmp_path / "innocent"
+    link.symlink_to(shared.path / ".taskgate")
+    assert write(shared, link / "state.db")[0] == "deny"
+    verdict, reason = bash(shared, f"echo x > {link}/tasks/{TASK}/task.json")
+    assert verdict == "deny"
+    assert "[R-LCK-09]" in reason
+
+
+# -- PreToolUse: who may write where (Guard 7, R-AGT-12/13, R-LCK-15, C-27) ------------------
+
+
+def test_main_agent_may_not_implement_during_implementation(shared: Repo) -> None:
+    target = shared.worktree(TASK) / "src" / "auth" / "login.py"
+    verdict, reason = write(shared, target)
+    assert verdict == "deny"
+    assert reason.startswith("[R-AGT-12] Guard 7")
+    edit = fixture("pre_tool_use_edit", shared, tool_input={"file_path": str(target)})
+    assert decision(hook(shared, edit))[0] == "deny"
+    assert bash(shared, f"cd {shared.worktree(TASK)} && echo x > src/a.py")[0] == "deny"
+    assert bash(shared, f"sed -i s/a/b/ {target}")[0] == "deny"
+    assert bash(shared, "echo x > src/a.py", cwd=str(shared.worktree(TASK)))[0] == "deny"
+    code = "python3 -c \"open('src/a.py','w').write('x')\""
+    assert bash(shared, code, cwd=str(shared.worktree(TASK)))[0] == "deny"
+
+
+def test_sub_agents_write_only_in_their_own_worktree(shared: Repo) -> None:
+    agents = agents_of(shared, TASK)
+    own = shared.task_dir(TASK) / "agents" / agents[0] / "code" / "src" / "x.py"
+    assert write(shared, own, agent_type=agents[0])[0] == "allow"
+    verdict, reason = write(shared, shared.worktree(TASK) / "x.py", agent_type=agents[0])
+    assert (verdict, reason[:10]) == ("deny", "[R-AGT-13]")
+    if len(agents) > 1:
+        assert write(shared, own, agent_type=agents[1])[0] == "deny"
+    assert write(shared, own)[0] == "deny"  # the main agent does not edit an agent's worktree
+
+
+def test_other_tasks_and_the_main_worktree_are_off_limits(shared: Repo, tmp_path: Path) -> None:
+    verdict, reason = write(shared, shared.worktree("fix-typo") / "docs" / "guide.md")
+    assert (verdict, reason[:10]) == ("deny", "[R-LCK-04]")
+    verdict, reason = write(shared, shared.path / "README.md")
+    assert (verdict, reason[:10]) == ("deny", "[R-LCK-15]")
+    assert write(shared, tmp_path / "scratch.txt")[0] == "allow"  # outside the repository
+    assert write(shared, shared.path / "README.md", session_id="idle")[0] == "allow"
+
+
+def test_harmless_bash_is_allowed(shared: Repo) -> None:
+    for command in (
+        "git status && ls -la",
+        "pytest -q 2>&1 | tail -5",
+        "cat README.md",
+        f"git -C {shared.worktree(TASK)} log --oneline",
+        "echo hi > /dev/null",
+    ):
+        assert bash(shared, command) == ("allow", ""), command
+
+
+def test_main_agent_may_fix_in_validation_only_for_its_failure_classes(tmp_path: Path) -> None:
+    # C-27 / R-VAL-10: missing imports are the main agent's to fix; anything else is not.
+    build = (
+        "[validation]\ncommands = [\"python3 -c \\\"print('COMPILATION ERROR'); "
+        "print('cannot find symbol'); raise SystemExit(1)\\\"\"]\n"
+    )
+    repo = make_repo(tmp_path / "repo", config=build)
+    to_validation(repo, TASK)
+    target = repo.worktree(TASK) / "src" / "auth" / "login.py"
+    verdict, reason = write(repo, target)
+    assert (verdict, reason[:10]) == ("deny", "[R-VAL-10]")
+    assert repo.run("validate", TASK).code == 1
+    assert write(repo, target)[0] == "allow"
+
+
+# -- PreToolUse: taskgate and git commands ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        (f"taskgate approve {TASK} plan", "R-CKP-03"),
+        (f"taskgate --session s1 approve {TASK} changes", "R-CKP-03"),
+        (f"python3 -m taskgate approve {TASK} plan", "R-CKP-03"),
+        (f"taskgate say {TASK} 'LGTM, approved'", "R-CKP-03"),
+        (f"taskgate release {TASK} --force", "R-LCK-21"),
+        ("taskgate hooks uninstall", "R-CKP-02"),
+        ("git merge add-login", "R-CMP-07"),
+        ("git push origin main", "R-CMP-01"),
+        ("git push origin HEAD:refs/heads/main", "R-CMP-01"),
+        ("git push --force origin add-login", "R-CMP-06"),
+        ("git push origin +add-login", "R-CMP-06"),
+        ("git branch -D fix-typo", "R-LCK-09"),
+        ("git push origin --delete fix-typo", "R-LCK-09"),
+        ("git branch -D main", "R-LCK-15"),
+        ("git reset --hard HEAD~1", "R-LCK-15"),
+        ("git reflog expire --expire=now --all", "R-WTB-09"),
+    ],
+)
+def test_protocol_bypasses_from_bash_are_denied(shared: Repo, command: str, rule: str) -> None:
+    verdict, reason = bash(shared, command)
+    assert verdict == "deny", command
+    assert reason.startswith(f"[{rule}]"), reason
+
+
+def test_own_branches_are_deleted_only_by_cleanup(shared: Repo) -> None:
+    branch = f"{TASK}-{agents_of(shared, TASK)[0]}"
+    verdict, reason = bash(shared, f"git branch -d {branch}")
+    assert (verdict, reason[:10]) == ("deny", "[R-CLN-03]")
+    assert bash(shared, "git branch -d some-unrelated-branch")[0] == "allow"
+
+
+def test_allowed_taskgate_and_git_commands(shared: Repo) -> None:
+    agent = agents_of(shared, TASK)[0]
+    for command in (
+        f"taskgate status {TASK}",
+        f"taskgate say {TASK} 'what is the status?'",
+        f"taskgate transition {TASK} VALIDATION",
+        f"git -C {shared.worktree(TASK)} merge {TASK}-{agent}",
+        f"cd {shared.worktree(TASK)} && git reset --hard HEAD",
+        f"git -C {shared.worktree(TASK)} push origin {TASK}",
+    ):
+        assert bash(shared, command) == ("allow", ""), command
+
+
+def test_force_removing_a_worktree_with_unsaved_work_is_denied(impl: Repo) -> None:
+    agent_tree = impl.task_dir(TASK) / "agents" / agents_of(impl, TASK)[0] / "code"
+    assert bash(impl, f"git worktree remove --force {agent_tree}")[0] == "allow"
+    (agent_tree / "draft.py").write_text("work in progress\n")
+    verdict, reason = bash(impl, f"git worktree remove --force {agent_tree}")
+    assert (verdict, reason[:10]) == ("deny", "[R-CLN-04]")
+
+
+# -- PreToolUse: sub-agent launches (R-CKP-14) -----------------------------------------------
+
+
+def test_implementation_agents_wait_for_plan_approval(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    to_synthesis(repo, TASK)
+    repo.ok("present", TASK)
+    verdict, reason = decision(hook(repo, fixture("pre_tool_use_task", repo)))
+    assert (verdict, reason[:10]) == ("deny", "[R-CKP-14]")
+    agent = fixture("pre_tool_use_task", repo, tool_name="Agent")
+    assert decision(hook(repo, agent))[0] == "deny"
+    review = fixture(
+        "pre_tool_use_task",
+        repo,
+        tool_input={
+            "description": "Summarise the requirement reports",
+            "prompt": "Read the reports.",
+        },
+    )
+    assert decision(hook(repo, review))[0] == "allow"
+    target = repo.worktree(TASK) / "src" / "x.py"
+    assert write(repo, target)[0] == "deny"  # R-CKP-14: only task.md while waiting
+    assert write(repo, repo.task_dir(TASK) / "task.md")[0] == "allow"
+
+
+def test_implementation_agents_run_in_implementation(shared: Repo) -> None:
+    assert decision(hook(shared, fixture("pre_tool_use_task", shared))) == ("allow", "")
+
+
+# -- PreToolUse: fail closed -----------------------------------------------------------------
+
+
+def test_malformed_input_denies(shared: Repo) -> None:
+    for raw in (
+        "not json",
+        "[]",
+        json.dumps({"tool_name": "Write"}),
+        json.dumps({"session_id": "s1", "cwd": "relative", "tool_name": "Bash"}),
+    ):
+        verdict, reason = decision(hook(shared, raw, "PreToolUse"))
+        assert verdict == "deny", raw
+        assert "[R-REC-14]" in reason
+    no_input = fixture("pre_tool_use_write", shared)
+    del no_input["tool_input"]
+    assert decision(hook(shared, no_input))[0] == "deny"
+
+
+def test_unknown_event_is_a_usage_error(shared: Repo) -> None:
+    run = hook(shared, fixture("stop", shared), "NoSuchEvent")
+    assert run.code == 2
+    assert "unknown event" in run.err
+
+
+def test_a_corrupt_store_denies_guarded_calls_but_not_reads(impl: Repo) -> None:
+    (impl.path / ".taskgate" / "state.db").write_bytes(b"this is not sqlite" * 100)
+    for name in ("-wal", "-shm"):
+        (impl.path / ".taskgate" / f"state.db{name}").unlink(missing_ok=True)
+    verdict, reason = write(impl, impl.worktree(TASK) / "x.py")
+    assert (verdict, reason[:10]) == ("deny", "[R-LCK-08]")
+    assert "taskgate recover" in reason
+    assert bash(impl, "git push origin main")[0] == "deny"
+    assert decision(hook(impl, fixture("pre_tool_use_read", impl)))[0] == "allow"
+
+
+def test_an_unknown_state_denies(impl: Repo) -> None:
+    with sqlite3.connect(impl.path / ".taskgate" / "state.db") as db:
+        db.execute("UPDATE tasks SET state = 'AUDITING' WHERE name = ?", (TASK,))
+    verdict, reason = write(impl, impl.worktree(TASK) / "x.py")
+    assert (verdict, reason[:10]) == ("deny", "[R-REC-07]")
+
+
+# -- SessionStart ----------------------------------------------------------------------------
+
+
+def test_session_start_resumes_the_sessions_task_and_exports_the_session(
+    shared: Repo, tmp_path: Path
+) -> None:
+    env_file = tmp_path / "claude-env.sh"
+    run = hook(shared, fixture("session_start", shared), env={"CLAUDE_ENV_FILE": str(env_file)})
+    text = context(run, "SessionStart")
+    assert text.startswith(f"=== RESUMING TASK: {TASK} (State: IMPLEMENTATION) ===")
+    assert "resume" in text.lower()
+    assert env_file.read_text() == "export TASKGATE_SESSION=s1\n"
+
+
+def test_session_start_without_a_task(shared: Repo) -> None:
+    run = hook(shared, fixture("session_start", shared, session_id="fresh"))
+    assert context(run, "SessionStart").startswith("No active tasks for current session")
+
+
+def test_session_start_recovers_a_checkpoint_after_compaction(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    to_synthesis(repo, TASK)
+    repo.ok("present", TASK)
+    run = hook(repo, fixture("session_start", repo, source="compact"))
+    assert "CHECKPOINT RECOVERY: Task waiting for PLAN APPROVAL" in context(run, "SessionStart")
+
+
+def test_session_start_reports_several_locks_as_corruption(impl: Repo) -> None:
+    with sqlite3.connect(impl.path / ".taskgate" / "state.db") as db:
+        db.execute("DROP INDEX one_lock_per_session")
+        db.execute("UPDATE tasks SET session_id = 's1' WHERE name = 'fix-typo'")
+    text = context(hook(impl, fixture("session_start", impl)), "SessionStart")
+    assert "[R-LCK-20] CORRUPTION" in text
+    assert decision(hook(impl, fixture("pre_tool_use_write", impl)))[0] == "deny"
+
+
+# -- UserPromptSubmit ------------------------------------------------------------------------
+
+
+def test_the_persons_approval_is_recorded_with_its_provenance(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    to_synthesis(repo, TASK)
+    early = context(hook(repo, fixture("user_prompt_submit", repo)), "UserPromptSubmit")
+    assert "approval" not in early.lower() or "Recorded" not in early  # R-CKP-04: not presented
+    repo.ok("present", TASK)
+    text = context(hook(repo, fixture("user_prompt_submit", repo)), "UserPromptSubmit")
+    assert "Recorded the person's plan approval (provenance human-prompt)" in text
+    approvals = repo.ok("status", TASK, "--json").json()["approvals"]
+    assert [(a["kind"], a["provenance"]) for a in approvals] == [("plan", "human-prompt")]
+
+
+def test_a_question_is_an_interruption_that_keeps_the_state(impl: Repo) -> None:
+    data = fixture("user_prompt_submit", impl, prompt="What architecture are you using?")
+    text = context(hook(impl, data), "UserPromptSubmit")
+    assert f"task '{TASK}'" in text
+    assert "IMPLEMENTATION" in text
+    assert impl.ok("status", TASK, "--json").json()["state"] == "IMPLEMENTATION"
+
+
+def test_prompts_of_a_session_without_a_task_inject_nothing(shared: Repo) -> None:
+    run = hook(shared, fixture("user_prompt_submit", shared, session_id="idle"))
+    assert (run.code, run.out) == (0, "")
+
+
+# -- PostToolUse, Stop, SubagentStop, SessionEnd ---------------------------------------------
+
+
+def test_post_tool_use_records_tool_usage(impl: Repo) -> None:
+    target = impl.worktree(TASK) / "notes.md"
+    data = fixture("post_tool_use_write", impl, tool_input={"file_path": str(target)})
+    assert hook(impl, data).code == 0
+    trail = json.loads((impl.task_dir(TASK) / "audit-trail.json").read_text())
+    assert {"tool": "Write", "file_path": str(target), "agent": "main", "note": ""}.items() <= (
+        trail["tool_usage"][-1].items()
+    )
+
+
+def test_post_tool_use_detects_and_repairs_an_edited_view(impl: Repo) -> None:
+    view = impl.task_dir(TASK) / "task.json"
+    edited = json.loads(view.read_text())
+    edited["state"] = "COMPLETE"
+    view.write_text(json.dumps(edited))
+    data = fixture(
+        "post_tool_use_write",
+        impl,
+        tool_name="Bash",
+        tool_input={"command": f"echo edited > {view}"},
+    )
+    run = hook(impl, data)
+    out = run.json()["hookSpecificOutput"]
+    assert "changed outside taskgate" in out["additionalContext"]
+    assert json.loads(view.read_text())["state"] == "IMPLEMENTATION"
+
+
+def test_stop_warns_when_a_lock_is_held_mid_phase(impl: Repo) -> None:
+    run = hook(impl, fixture("stop", impl))
+    assert f"still holds task '{TASK}' in IMPLEMENTATION" in run.json()["systemMessage"]
+    run = hook(impl, fixture("session_end", impl))
+    assert "R-LCK-21" in run.json()["systemMessage"]
+    assert hook(impl, fixture("subagent_stop", impl)).out == ""
+    events = impl.ok("status", TASK, "--json").json()
+    assert events["state"] == "IMPLEMENTATION"
+
+
+def test_stop_is_quiet_without_a_task(shared: Repo) -> None:
+    run = hook(shared, fixture("stop", shared, session_id="idle"))
+    assert (run.code, run.out) == (0, "")
+
+
+def test_default_tasks_root_matches_the_configuration() -> None:
+    from taskgate.engine.config import WorkspaceConfig
+    from taskgate.hooks.context import DEFAULT_TASKS_ROOT
+
+    assert WorkspaceConfig().tasks_root == DEFAULT_TASKS_ROOT
+
+
+def test_hook_help_lists_the_events(shared: Repo) -> None:
+    run = shared.run("hook", "--help")
+    assert run.code == 0
+    assert "PreToolUse" in run.out
+    assert os.path.exists(FIXTURES / "pre_tool_use_bash.json")
+
+
+def test_fast_discovery_agrees_with_the_git_layer(shared: Repo, tmp_path: Path) -> None:
+    from taskgate.git.repo import discover as git_discover
+    from taskgate.hooks.context import discover
+
+    agent = agents_of(shared, TASK)[0]
+    for start in (
+        shared.path,
+        shared.worktree(TASK) / "src",
+        shared.task_dir(TASK) / "agents" / agent / "code",
+    ):
+        paths = git_discover(start)
+        assert discover(str(start)) == (str(paths.common_dir), str(paths.main_worktree))
+    assert discover(str(tmp_path)) is None

@@ -1,0 +1,158 @@
+"""The Bash analyser behind the PreToolUse rules (taskgate.hooks.shell): what may be written."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from taskgate.hooks.shell import analyse
+
+CWD = "/r"
+
+
+def writes(command: str, cwd: str = CWD) -> set[str]:
+    """The paths `command` may write."""
+    return analyse(command, cwd, home="/home/u").writes
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("echo hi > out.txt", {"/r/out.txt"}),
+        ("echo hi >> log", {"/r/log"}),
+        ("make 2> err.log", {"/r/err.log"}),
+        ("make &> all.log", {"/r/all.log"}),
+        ("make >& all.log", {"/r/all.log"}),
+        ("ls > /dev/null 2>&1", set()),
+        ("cat < in.txt", set()),
+        ("ls | tee -a a.log b.log", {"/r/a.log", "/r/b.log"}),
+        ("cp a.txt b.txt", {"/r/b.txt", "/r/b.txt/a.txt"}),
+        ("cp -r src -t dest", {"/r/dest", "/r/dest/src"}),
+        ("mv old new", {"/r/new", "/r/new/old", "/r/old"}),
+        ("rm -rf build dist", {"/r/build", "/r/dist"}),
+        ("touch a; mkdir -p b/c", {"/r/a", "/r/b/c"}),
+        ("ln -s /etc/passwd link", {"/r/link", "/r/link/passwd"}),
+        ("install -m 644 f /usr/local/f", {"/usr/local/f", "/usr/local/f/f"}),
+        ("truncate -s 0 big.log", {"/r/big.log"}),
+        ("dd if=/dev/zero of=disk.img bs=1M", {"/r/disk.img"}),
+        ("sed -i 's/a/b/' one.py two.py", {"/r/one.py", "/r/two.py"}),
+        ("sed -i.bak -e s/a/b/ f.py", {"/r/f.py"}),
+        ("sed 's/a/b/' f.py", set()),
+        ("perl -pi -e 's/a/b/' f.pl", {"/r/f.pl"}),
+        ("chmod 600 key", {"/r/key"}),
+        ("~/bin/tool > ~/out", {"/home/u/out"}),
+    ],
+)
+def test_writers(command: str, expected: set[str]) -> None:
+    assert writes(command) == expected
+
+
+def test_quoting_keeps_spaces_and_hides_operators() -> None:
+    assert writes('echo "a && b" > "my dir/out file.txt"') == {"/r/my dir/out file.txt"}
+    assert writes("echo 'x > y; rm z'") == set()
+    assert writes(r"echo a\ b > c\ d") == {"/r/c d"}
+
+
+def test_operators_split_commands() -> None:
+    a = analyse("git status && ls || true; echo done | cat & wait\npwd", CWD)
+    assert [c.argv[0] for c in a.commands] == ["git", "ls", "true", "echo", "cat", "wait", "pwd"]
+
+
+def test_cd_changes_where_later_relative_paths_land(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    assert writes(f"cd {tmp_path}/sub && touch x") == {f"{tmp_path}/sub/x"}
+    assert writes(f"cd {tmp_path} ; cd sub; rm y") == {f"{tmp_path}/sub/y"}
+
+
+def test_a_failing_cd_keeps_the_old_directory_possible() -> None:
+    # `cd /nonexistent; echo > f` writes ./f when the cd fails: both count.
+    assert writes("cd /nonexistent; echo > f") == {"/nonexistent/f", "/r/f"}
+    assert writes("cd /nonexistent && echo > f") == {"/nonexistent/f"}
+
+
+def test_subshell_cd_does_not_leak() -> None:
+    assert writes("(cd /tmp && touch a); touch b") == {"/tmp/a", "/r/b"}
+
+
+def test_variables_are_followed_and_unknown_values_mark_incomplete() -> None:
+    assert writes("D=.taskgate; echo > $D/state.db") == {"/r/.taskgate/state.db"}
+    assert writes("export D=out; touch ${D}.txt") == {"/r/out.txt"}
+    a = analyse("x=$(pwd); echo > $x/f", CWD)
+    assert not a.complete
+    assert a.writes == set()
+
+
+def test_wrappers_and_env_prefixes_are_stripped() -> None:
+    assert writes("sudo -u root env A=1 nice -n 5 rm -f /etc/x") == {"/etc/x"}
+    assert writes("A=1 B=2 timeout 5 touch t") == {"/r/t"}
+    assert writes("nohup command tee t.log") == {"/r/t.log"}
+
+
+def test_nested_shells_and_eval_are_analysed() -> None:
+    assert writes("bash -c 'rm -rf /r/q'") == {"/r/q"}
+    assert writes('sh -lc "cd /tmp && echo > z"') == {"/tmp/z"}
+    assert writes("eval 'touch e'") == {"/r/e"}
+
+
+def test_command_substitution_runs_commands() -> None:
+    assert writes("echo $(rm gone) `touch made`") == {"/r/gone", "/r/made"}
+    assert writes("diff <(sort a) >(tee copy)") == {"/r/copy"}
+
+
+def test_heredoc_body_is_data() -> None:
+    a = analyse("cat > out <<EOF\nrm -rf /\nEOF\necho done", CWD)
+    assert a.writes == {"/r/out"}
+    assert [c.argv[0] for c in a.commands] == ["cat", "echo"]
+
+
+def test_interpreter_code_is_opaque() -> None:
+    a = analyse("python3 -c \"open('.taskgate/state.db','w')\"", CWD)
+    assert a.opaque == ["open('.taskgate/state.db','w')"]
+    assert analyse("node -e 'require(\"fs\")'", CWD).opaque == ['require("fs")']
+    assert analyse("perl -e 'unlink q(x)'", CWD).opaque == ["unlink q(x)"]
+    assert analyse("python3 script.py", CWD).opaque == []
+
+
+def test_globs_expand_against_the_disk_including_dotfiles(tmp_path: Path) -> None:
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / "a.log").write_text("")
+    found = writes("rm -rf *", str(tmp_path))
+    assert f"{tmp_path}/.hidden" in found
+    assert f"{tmp_path}/a.log" in found
+    assert f"{tmp_path}/x.txt" in writes("touch {x,y}.txt", str(tmp_path))
+
+
+def test_find_delete_and_xargs() -> None:
+    assert analyse("find build -name '*.o' -delete", CWD).dir_writes == {"/r/build"}
+    assert analyse("find . -exec rm {} +", CWD).dir_writes == {"/r"}
+    assert not analyse("ls | xargs rm", CWD).complete
+    assert analyse("ls | xargs grep x", CWD).complete
+
+
+def test_comments_and_line_continuations() -> None:
+    assert writes("echo a # > not-a-file") == set()
+    assert writes("echo a \\\n > b") == {"/r/b"}
+
+
+def test_deep_nesting_is_incomplete_not_a_crash() -> None:
+    command = "touch x"
+    assert writes(f"bash -c {shlex.quote(f'bash -c {shlex.quote(command)}')}") == {"/r/x"}
+    for _ in range(12):
+        command = f"bash -c {shlex.quote(command)}"
+    assert not analyse(command, CWD).complete
+
+
+def test_code_read_from_stdin_is_opaque() -> None:
+    heredoc = "python3 <<'EOF'\nopen('.taskgate/state.db', 'w')\nEOF"
+    assert analyse(heredoc, CWD).opaque == [heredoc]
+    assert analyse("echo 'rm -rf x' | bash", CWD).opaque == ["echo 'rm -rf x' | bash"]
+    assert analyse("python3 -m pytest -q", CWD).opaque == []
+    assert analyse("bash build.sh", CWD).opaque == []
+
+
+def test_symlink_targets_are_reported() -> None:
+    a = analyse("ln -s .taskgate/state.db x; echo > x", CWD)
+    assert "/r/.taskgate/state.db" in a.link_targets
+    assert "/r/x" in a.writes
