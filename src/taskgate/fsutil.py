@@ -9,24 +9,31 @@ from pathlib import Path
 from typing import Any
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Replace `path` with `text` so that readers see the old or the new file, never a part."""
+def atomic_write(path: Path, text: str, *, durable: bool = True) -> None:
+    """Replace `path` with `text` so that readers see the old or the new file, never a part.
+
+    `durable=False` skips the fsync: still atomic for readers and across a crash of this
+    process, but after a power loss the file may be empty. Only for files that are rebuilt
+    from the store (views).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
+def atomic_write_json(path: Path, data: Any, *, durable: bool = True) -> None:
     """Atomically write pretty, key-sorted JSON with a trailing newline."""
-    atomic_write(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    atomic_write(path, text, durable=durable)
 
 
 def read_json(path: Path) -> Any:

@@ -6,6 +6,7 @@ corrupt view is re-rendered by the next command that touches the task.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from taskgate import failpoints
@@ -16,6 +17,11 @@ from taskgate.store.records import TaskSnapshot
 VIEW_NOTE = (
     "view rendered from the taskgate store; editing it changes nothing (run taskgate status)"
 )
+
+
+def _write_view(path: Path, data: Any) -> None:
+    """Views are rebuilt from the store, so they skip the fsync (atomic, not durable)."""
+    atomic_write_json(path, data, durable=False)
 
 
 def task_json(snap: TaskSnapshot) -> dict[str, Any]:
@@ -181,8 +187,8 @@ def render(ws: Workspace, snap: TaskSnapshot) -> None:
     task_dir = ws.task_dir(name)
     task_dir.mkdir(parents=True, exist_ok=True)
     for agent in snap.task.required_agents:
-        atomic_write_json(ws.agent_dir(name, agent) / "status.json", status_json(snap, agent))
-    atomic_write_json(task_dir / "audit-trail.json", audit_trail_json(snap))
+        _write_view(ws.agent_dir(name, agent) / "status.json", status_json(snap, agent))
+    _write_view(task_dir / "audit-trail.json", audit_trail_json(snap))
     failpoints.hit("views:mid")
     wanted = _flag_states(snap)
     for kind in ("plan", "changes"):
@@ -191,7 +197,7 @@ def render(ws: Workspace, snap: TaskSnapshot) -> None:
         if not wanted[kind] or approval is None:
             path.unlink(missing_ok=True)
         else:
-            atomic_write_json(
+            _write_view(
                 path,
                 {
                     "_seq": snap.task.seq,
@@ -203,10 +209,10 @@ def render(ws: Workspace, snap: TaskSnapshot) -> None:
             )
     archival = ws.flag(name, "archival")
     if snap.task.extra.get("archival_sha"):
-        atomic_write_json(archival, {"_seq": snap.task.seq, "sha": snap.task.extra["archival_sha"]})
+        _write_view(archival, {"_seq": snap.task.seq, "sha": snap.task.extra["archival_sha"]})
     else:
         archival.unlink(missing_ok=True)
-    atomic_write_json(task_dir / "task.json", task_json(snap))
+    _write_view(task_dir / "task.json", task_json(snap))
 
 
 def ensure_current(ws: Workspace, snap: TaskSnapshot) -> bool:

@@ -24,7 +24,7 @@ class StoreUnreadable(Exception):
         self.rule = rule
 
 
-def load_layout(start: str, home: str) -> Layout | None:
+def load_layout(start: str) -> Layout | None:
     """The layout of the taskgate repository containing `start`; None when not governed."""
     found = discover(start)
     if found is None:
@@ -33,7 +33,7 @@ def load_layout(start: str, home: str) -> Layout | None:
     state_dir = os.path.join(repo, STATE_DIR)
     if not os.path.exists(os.path.join(repo, "taskgate.toml")) and not os.path.isdir(state_dir):
         return None  # taskgate was never initialised here: nothing to guard
-    return Layout(repo, common_dir, state_dir, _tasks_root(repo), home)
+    return Layout(repo, common_dir, state_dir, _tasks_root(repo))
 
 
 def discover(start: str) -> tuple[str, str] | None:

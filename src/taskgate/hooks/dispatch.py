@@ -171,7 +171,7 @@ def judge(data: dict[str, Any]) -> Verdict:
         return policy.ALLOW
     cwd = data["cwd"]
     home = os.path.expanduser("~")
-    layout = load_layout(cwd, home)
+    layout = load_layout(cwd)
     if layout is None:
         return policy.ALLOW  # not a taskgate repository
     agent = data.get("agent_type") or ""

@@ -81,16 +81,13 @@ def deny(rule: str, reason: str) -> Verdict:
 class Layout:
     """Where one repository's taskgate files live (realpaths)."""
 
-    __slots__ = ("common_dir", "home", "repo", "state_dir", "tasks_root")
+    __slots__ = ("common_dir", "repo", "state_dir", "tasks_root")
 
-    def __init__(
-        self, repo: str, common_dir: str, state_dir: str, tasks_root: str, home: str = ""
-    ) -> None:
+    def __init__(self, repo: str, common_dir: str, state_dir: str, tasks_root: str) -> None:
         self.repo = os.path.realpath(repo)
         self.common_dir = os.path.realpath(common_dir)
         self.state_dir = os.path.realpath(state_dir)
         self.tasks_root = os.path.realpath(tasks_root)
-        self.home = os.path.realpath(home) if home else ""
 
 
 class TaskView:
