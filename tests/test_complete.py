@@ -226,3 +226,17 @@ def recover_by_rebase(arepo: Repo) -> None:
     main_before = arepo.git("rev-parse", "main")
     arepo.ok("complete", TASK)
     assert_completed(arepo, main_before)
+
+
+def test_untracked_file_in_main_worktree_is_never_overwritten(arepo: Repo) -> None:
+    stray = arepo.path / "src" / "auth" / "login.py"
+    stray.parent.mkdir(parents=True)
+    stray.write_text("# the user's own draft\n")
+    main_before = arepo.git("rev-parse", "main")
+    result = arepo.run("complete", TASK)
+    assert result.code == 1 and "src/auth/login.py" in result.err and "R-CMP-07" in result.err
+    assert stray.read_text() == "# the user's own draft\n"
+    assert arepo.git("rev-parse", "main") == main_before
+    stray.unlink()
+    arepo.ok("complete", TASK)
+    assert_completed(arepo, main_before)

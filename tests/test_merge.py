@@ -193,6 +193,7 @@ def test_occupied_agent_worktree_path_is_refused(repo: Repo) -> None:
     result = repo.run("classify", TASK, cwd=repo.worktree(TASK))
     assert result.code == 2 and "occupied" in result.err
     assert (occupied / "precious.txt").read_text() == "mine\n"
+    assert repo.ok("status", TASK, "--json").json()["state"] == "INIT"  # nothing changed
 
 
 def test_existing_foreign_agent_branch_is_refused(repo: Repo) -> None:
@@ -201,6 +202,7 @@ def test_existing_foreign_agent_branch_is_refused(repo: Repo) -> None:
     repo.ok("start", TASK)
     result = repo.run("classify", TASK, cwd=repo.worktree(TASK))
     assert result.code == 2 and "already exists" in result.err and "git branch -m" in result.err
+    assert repo.ok("status", TASK, "--json").json()["state"] == "INIT"
 
 
 def test_missing_agent_worktree_is_recreated_on_resume(repo: Repo) -> None:
@@ -238,3 +240,27 @@ def test_registered_but_unpopulated_worktree_is_checked_out(repo: Repo) -> None:
     assert (wt / "README.md").read_text() == "sample\n"
     assert git(wt, "status", "--porcelain") == ""
     assert gitrepo.ensure_worktrees(ws.repo, ws.common_dir, [spec]) == []  # idempotent
+
+
+def test_skip_path_merges_in_synthesis(repo: Repo) -> None:
+    """D-WFV-3: a LOW docs task has no IMPLEMENTATION; its agent's change is merged in SYNTHESIS."""
+    from flow import to_synthesis
+
+    to_synthesis(repo, "fix-typo", "--risk-level", "LOW")
+    wt = repo.task_dir("fix-typo") / "agents" / "architect" / "code"
+    sha = commit_in(wt, "docs/guide.md", "fixed\n", "[agent:architect] fix the typo")
+    out = repo.ok("merge", "fix-typo", "--json").json()
+    assert out["merged"] == [{"agent": "architect", "commits": 1}]
+    git(repo.worktree("fix-typo"), "merge-base", "--is-ancestor", sha, "HEAD")
+
+
+def test_agent_branch_checked_out_elsewhere_is_refused(repo: Repo, tmp_path: Path) -> None:
+    repo.ok("start", TASK)
+    elsewhere = tmp_path / "elsewhere"
+    repo.git("worktree", "add", "-q", "-b", f"{TASK}-architect", str(elsewhere), TASK)
+    (elsewhere / "wip.txt").write_text("someone's work\n")
+    result = repo.run("classify", TASK, cwd=repo.worktree(TASK))
+    assert result.code == 2 and "already checked out" in result.err
+    assert "git worktree remove" in result.err
+    assert (elsewhere / "wip.txt").read_text() == "someone's work\n"
+    assert repo.ok("status", TASK, "--json").json()["state"] == "INIT"

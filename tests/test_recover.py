@@ -183,7 +183,7 @@ def test_P4_corrupt_view_is_rerendered(repo: Repo) -> None:
     view = repo.task_dir(TASK) / "task.json"
     view.write_text("{ not json")
     code, (d,) = recover(repo)
-    assert code == 5 and "task.json is missing or does not parse" in d["actions"][0]
+    assert code == 5 and "task.json is missing or does not parse" in d["checks"][1]["detail"]
     assert view.read_text() == "{ not json"  # diagnosis repairs nothing
     code, (d,) = recover(repo, "--repair")
     assert code == 0 and d["repaired"] == ["re-rendered the views from the store"]
@@ -233,7 +233,7 @@ def test_P4_half_created_worktree_is_redone(repo: Repo) -> None:
     git(repo.path, "worktree", "add", "-q", "--no-checkout", str(path), f"{TASK}-{agent}")
     code, (d,) = recover(repo)
     assert code == 5
-    assert f"missing or half-created for {agent}" in d["actions"][0]
+    assert d["checks"][4]["detail"] == f"missing or half-created for {agent}"
     code, (d,) = recover(repo, "--repair")
     assert code == 0, d
     assert d["repaired"] == [f"recreated worktree {path} from branch {TASK}-{agent}"]

@@ -256,11 +256,12 @@ THREE = """# Tasks
 
 def test_continuous_mode_respects_dependencies(tmp_path: Path) -> None:
     repo = sample(tmp_path, todo=THREE)
+    before = len(main_commits(repo))
     result = repo.ok("run", "--all", "--yes", "--json", session="run")
     starts = [line for line in result.out.splitlines() if '"event": "start"' in line]
     order = [line.split('"task": "')[1].split('"')[0] for line in starts]
     assert order == ["base-a", "docs-c", "base-b"]  # docs-c once base-a is done (R-BAT-04)
-    assert len(main_commits(repo)) == 4
+    assert len(main_commits(repo)) == before + 3  # one squashed commit per task (R-CMP-04)
     assert "## " not in (repo.path / "todo.md").read_text().split("# Tasks", 1)[1]
 
 

@@ -24,7 +24,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def _recover_text(d: Any) -> str:
     lines = [f"recover {d.task or '(store)'} ({d.state}): {d.procedure} - {d.summary}"]
     for c in d.checks:
-        if not c.passed:
+        if not c.passed:  # R-REC-08's six checks: only the failed ones are shown
             lines.append(f"  FAIL check {c.number} {c.name}: {c.detail}")
     lines += [f"  - {a}" for a in d.actions]
     lines += [f"  repaired: {r}" for r in d.repaired]

@@ -16,7 +16,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     with engine_for(args) as engine:
         result = merge_agents(engine, args.task, args.agent or ())
         lines = [f"'{result.task}' at {result.head[:12]}"]
-        lines += [f"  merged {m['agent']} ({m['commits']} commits)" for m in result.merged]
+        lines += [
+            f"  merged {m['agent']} ({m['commits']} commit{'s' if m['commits'] != 1 else ''})"
+            for m in result.merged
+        ]
         lines += [f"  {a}: already merged" for a in result.up_to_date]
         if result.conflict:
             lines.append(f"  CONFLICT merging {result.task}-{result.conflict.agent} (aborted, "

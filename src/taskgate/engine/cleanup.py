@@ -268,6 +268,8 @@ def cleanup(engine: Engine, task: str, *, quarantine: bool = False) -> CleanupRe
             )
     elif state is State.COMPLETE:
         engine.require_owner(t)
+        # The guard is judged again in the step; checking it first spares a doomed build.
+        refuse_if(transitions.check(gather(engine, snap), State.CLEANUP), "COMPLETE -> CLEANUP")
         items = _items(engine, snap)
         at_risk = [i for i in items if i.at_risk]
         if at_risk and not quarantine:

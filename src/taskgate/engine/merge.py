@@ -16,6 +16,7 @@ from typing import Any
 
 from taskgate import failpoints
 from taskgate.engine.core import Engine, current_state
+from taskgate.engine.facts import task_path
 from taskgate.errors import Refused, UsageError
 from taskgate.git import ops
 from taskgate.git import repo as gitrepo
@@ -122,7 +123,10 @@ def _untagged(repo: Path, task: str, agent: str) -> list[str]:
 def _preflight(engine: Engine, snap: TaskSnapshot, agents: Sequence[str]) -> None:
     t = snap.task
     repo = engine.ws.repo
-    if current_state(t) is not State.IMPLEMENTATION:
+    state = current_state(t)
+    # The skip path (D-WFV-3: no IMPLEMENTATION) makes its change in SYNTHESIS.
+    skip_path = state is State.SYNTHESIS and State.IMPLEMENTATION not in task_path(snap)
+    if state is not State.IMPLEMENTATION and not skip_path:
         raise Refused(
             f"agent branches are merged in IMPLEMENTATION, the task is in {t.state}",
             [Violation("R-AST-20", "agents implement, rebase and merge in IMPLEMENTATION rounds")],

@@ -32,6 +32,7 @@ RESUME_COMMANDS = {
     "create_task_worktree": "taskgate start {task}",
     "create_agent_worktrees": "taskgate classify {task}",
     "recover_worktrees": "taskgate recover {task} --repair",
+    "merge": "taskgate merge {task}",
     "complete": "taskgate complete {task}",
     "cleanup": "taskgate cleanup {task}",
 }
@@ -331,13 +332,13 @@ def _corruption(snap: TaskSnapshot, d: Diagnosis) -> None:
         return
     t = snap.task
     d.corrupt = True
-    lines = [f"check {c.number} {c.name}: {c.detail}" for c in failed]
+    names = "; ".join(f"check {c.number} ({c.name})" for c in failed)
     if d.procedure == "none":
         d.procedure = "P4"
-        d.summary = "state corruption: " + "; ".join(f"check {c.number} ({c.name})" for c in failed)
-        d.actions = [*lines, f"then: {recovery_hint(snap)} (D-REC-1, R-REC-07)"]
+        d.summary = f"state corruption: {names}"
+        d.actions = [f"then: {recovery_hint(snap)} (D-REC-1, R-REC-07)"]
     else:
-        d.actions += [f"also P4 {line}" for line in lines]
+        d.actions.append(f"also P4 state corruption: {names}")
     stuck = [c for c in failed if not c.repairable]
     d.repairable = d.repairable or not stuck
     if stuck:

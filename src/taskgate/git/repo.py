@@ -220,6 +220,49 @@ def is_populated(worktree: Path) -> bool:
     return gitdir is not None and (gitdir / "index").exists()
 
 
+def plan_worktrees(
+    repo: Path, specs: Sequence[WorktreeSpec], *, adopt_foreign_branches: bool = False
+) -> list[tuple[WorktreeSpec, str]]:
+    """What `ensure_worktrees` would do for each spec ("ready", "populate", "add", "add-new");
+    raises UsageError, before anything changes, when a spec cannot be satisfied safely."""
+    tips = branch_tips(repo)
+    # Registrations whose directory is gone are pruned before adding, so they do not count.
+    checked_out = {b: p for p, b in worktree_paths(repo).items() if b and p.exists()}
+    plan: list[tuple[WorktreeSpec, str]] = []
+    for spec in specs:
+        if is_worktree(spec.path) and head_ref(spec.path) == spec.branch:
+            plan.append((spec, "ready" if is_populated(spec.path) else "populate"))
+            continue
+        if spec.path.exists() and any(spec.path.iterdir()):
+            raise UsageError(
+                f"worktree path {spec.path} is occupied and is not a worktree on branch "
+                f"{spec.branch} (R-WTB-02)",
+                hint=f"move {spec.path} away (nothing was changed), or run 'taskgate recover'",
+            )
+        elsewhere = checked_out.get(spec.branch)
+        if elsewhere is not None:
+            raise UsageError(
+                f"branch '{spec.branch}' is already checked out in {elsewhere}",
+                hint=f"finish the work there and remove it (git worktree remove {elsewhere}), "
+                "or run 'taskgate recover'; nothing was changed",
+            )
+        if spec.branch not in tips:
+            plan.append((spec, "add-new"))
+            continue
+        # A branch we created descends from its base; anything else is someone's work that
+        # merely shares the name (recovery passes adopt_foreign_branches=True).
+        if not adopt_foreign_branches and not ok(
+            "merge-base", "--is-ancestor", spec.base, spec.branch, cwd=repo
+        ):
+            raise UsageError(
+                f"a branch named '{spec.branch}' already exists and was not created from "
+                f"'{spec.base}' (R-WTB-02)",
+                hint=f"rename it (git branch -m {spec.branch} <other>); nothing was changed",
+            )
+        plan.append((spec, "add"))
+    return plan
+
+
 def ensure_worktrees(
     repo: Path,
     common_dir: Path,
@@ -230,50 +273,27 @@ def ensure_worktrees(
 ) -> list[Path]:
     """Idempotently create or recreate worktrees; returns the paths that were (re)populated.
 
-    Registration (`git worktree add --no-checkout`, which writes .git/worktrees and creates the
-    branch) is serialised on the repository lock: concurrent adds corrupt .git/worktrees. The
-    checkout, the slow part, touches only each worktree's own index and files, so it runs in
-    parallel. A crash between the two leaves a worktree without an index, which the next call
-    populates; an existing branch is reused (recovery recreates missing worktrees from it).
+    Every spec is checked before any is created (`plan_worktrees`). Registration (`git worktree
+    add --no-checkout`, which writes .git/worktrees and creates the branch) is serialised on the
+    repository lock: concurrent adds corrupt .git/worktrees. The checkout, the slow part,
+    touches only each worktree's own index and files, so it runs in parallel. A crash between
+    the two leaves a worktree without an index, which the next call populates; an existing
+    branch is reused (recovery recreates missing worktrees from it).
     """
     pending: list[Path] = []
     with repo_lock(common_dir):
-        tips: dict[str, str] | None = None
-        pruned = False
-        for spec in specs:
-            if is_worktree(spec.path) and head_ref(spec.path) == spec.branch:
-                if not is_populated(spec.path):
-                    pending.append(spec.path)
+        plan = plan_worktrees(repo, specs, adopt_foreign_branches=adopt_foreign_branches)
+        if any(action.startswith("add") for _, action in plan):
+            git("worktree", "prune", cwd=repo)  # forget directories deleted by hand
+        for spec, action in plan:
+            if action == "ready":
                 continue
-            if spec.path.exists() and any(spec.path.iterdir()):
-                raise UsageError(
-                    f"worktree path {spec.path} is occupied and is not a worktree on branch "
-                    f"{spec.branch} (R-WTB-02)",
-                    hint=f"move {spec.path} away (nothing was changed), or run 'taskgate recover'",
-                )
-            if not pruned:  # forget registrations whose directories were deleted by hand
-                git("worktree", "prune", cwd=repo)
-                pruned = True
-            if tips is None:
-                tips = branch_tips(repo)
-            spec.path.parent.mkdir(parents=True, exist_ok=True)
-            if spec.branch in tips:
-                # A branch we created descends from its base; anything else is someone's work
-                # that merely shares the name (recovery passes adopt_foreign_branches=True).
-                if not adopt_foreign_branches and not ok(
-                    "merge-base", "--is-ancestor", spec.base, spec.branch, cwd=repo
-                ):
-                    raise UsageError(
-                        f"a branch named '{spec.branch}' already exists and was not created "
-                        f"from '{spec.base}' (R-WTB-02)",
-                        hint=f"rename it (git branch -m {spec.branch} <other>); nothing was "
-                        "changed",
-                    )
-                git("worktree", "add", "--no-checkout", str(spec.path), spec.branch, cwd=repo)
-            else:
-                git("worktree", "add", "--no-checkout", "-b", spec.branch, str(spec.path),
-                    spec.base, cwd=repo)  # fmt: skip
-                tips[spec.branch] = ""
+            if action != "populate":
+                spec.path.parent.mkdir(parents=True, exist_ok=True)
+                new = ("-b", spec.branch, str(spec.path), spec.base)
+                old = (str(spec.path), spec.branch)
+                git("worktree", "add", "--no-checkout", *(new if action == "add-new" else old),
+                    cwd=repo)  # fmt: skip
             pending.append(spec.path)
     if len(pending) > 1 and jobs > 1:
         with ThreadPoolExecutor(max_workers=min(jobs, len(pending))) as pool:
