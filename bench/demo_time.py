@@ -51,14 +51,21 @@ def _timed(name: str, fn: Callable[..., Any], *, main_thread_only: bool = False)
 
 
 def _agents(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wall time of agent work started from the main thread (a parallel batch counts once)."""
+
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _IN_AGENTS.on = True
+        outer = threading.current_thread() is threading.main_thread() and not getattr(
+            _IN_AGENTS, "on", False
+        )
+        if outer:
+            _IN_AGENTS.on = True
         start = time.perf_counter()
         try:
             return fn(*args, **kwargs)
         finally:
-            TIMES["agents"] += time.perf_counter() - start
-            _IN_AGENTS.on = False
+            if outer:
+                TIMES["agents"] += time.perf_counter() - start
+                _IN_AGENTS.on = False
 
     return wrapper
 
@@ -68,10 +75,11 @@ def one_run() -> dict[str, float]:
         TIMES[key] = 0.0
     target = Path(tempfile.mkdtemp(prefix="taskgate-bench-demo-")) / "textkit"
     start = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(["demo", "--dir", str(target), "--yes"])
     total = time.perf_counter() - start
-    assert code == 0, "demo failed"
+    assert code == 0, f"demo failed ({code}):\n{out.getvalue()[-2000:]}\n{err.getvalue()}"
     own = total - sum(TIMES.values())
     return {"total": total, **TIMES, "taskgate": own}
 

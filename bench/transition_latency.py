@@ -12,6 +12,8 @@ import sys
 
 from common import env, median_ms, scratch_repo, tg, timed
 
+IMPORT_ROW = re.compile(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)")
+
 
 def main() -> int:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 40
@@ -34,20 +36,25 @@ def main() -> int:
     print(f"transition (forward)      median {median_ms(forward):7.1f} ms")
     print(f"transition (backward)     median {median_ms(backward):7.1f} ms")
     print(f"transition / python ratio {median_ms(both) / median_ms(base):7.2f}")
-    out = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import taskgate.cli.main"],
-        env=env(),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stderr
-    rows = [
-        re.match(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)", line) for line in out.splitlines()
-    ]
-    total = sum(int(m.group(1)) for m in rows if m)
-    ours = sum(int(m.group(1)) for m in rows if m and m.group(4).startswith("taskgate"))
-    print(f"import taskgate.cli.main  total {total / 1000:7.1f} ms self-time "
-          f"({ours / 1000:.1f} ms in taskgate modules)")  # fmt: skip
+    for label, argv in (
+        ("taskgate --help", ["--help"]),
+        ("taskgate transition", ["transition", "task-0", "REQUIREMENTS"]),
+    ):
+        out = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "taskgate", *argv],
+            cwd=wt,
+            env=env(),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stderr
+        rows = [IMPORT_ROW.match(line) for line in out.splitlines()]
+        total = sum(int(m.group(1)) for m in rows if m)
+        ours = sum(int(m.group(1)) for m in rows if m and m.group(2).startswith("taskgate"))
+        print(
+            f"imports of {label:<20} {total / 1000:6.1f} ms self-time in total "
+            f"({ours / 1000:.1f} ms in taskgate modules)"
+        )
     return 0
 
 

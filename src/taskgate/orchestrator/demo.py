@@ -33,6 +33,7 @@ Work for the textkit sample project. Format: docs/todo-format.md in the taskgate
 """
 
 FILES = {
+    ".gitignore": "__pycache__/\n*.pyc\n",
     "README.md": "# textkit\n\nSmall text helpers. Run the tests with `python3 run_tests.py`.\n",
     "docs/guide.md": "# textkit guide\n\n`words(text)` splits text into words.\n",
     "src/textkit/__init__.py": '"""textkit: small text helpers."""\n',
