@@ -34,7 +34,7 @@ from taskgate.agents.invoke import build_request, invoke
 from taskgate.agents.scripted import Fault, ScriptedBackend
 from taskgate.engine.workspace import Workspace, find_workspace
 from taskgate.errors import Refused, UsageError
-from taskgate.protocol import guards
+from taskgate.protocol import taskmd
 from taskgate.protocol.states import Decision
 
 TASK = "add-login"
@@ -136,9 +136,9 @@ def test_synthesis_writes_the_plan_with_every_required_component(env: TaskEnv) -
     result = run(env, "architect", Mode.SYNTHESIS)
     assert result.ok, result.reason
     text = env.ws.task_md(TASK).read_text()
-    section = guards.plan_section(text)
+    section = taskmd.plan_section(text)
     assert section is not None
-    assert guards.missing_plan_components(section) == []  # R-DOC-11
+    assert taskmd.missing_plan_components(section) == []  # R-DOC-11
     for heading in ("Purpose", "Approach", "Benefits", "Risks and Mitigations"):
         assert f"### {heading}" in section
     assert "main agent implements" not in section.lower()  # R-DOC-14

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from taskgate.protocol import guards
+from taskgate.protocol import guards, taskmd
 from taskgate.protocol.facts import AgentFacts, Approval, LogEntry, TaskFacts, Validation
 from taskgate.protocol.states import AgentStatus, ChangeType, Decision, RiskLevel, State
 from taskgate.protocol.workflow import state_path
@@ -116,14 +116,14 @@ def test_R_DOC_06_stops_at_first_failure() -> None:
 
 
 def test_R_DOC_04_report_sizes() -> None:
-    assert guards.report_problem(None) == "report missing"
-    assert guards.report_problem(0) == "report is empty"
-    assert guards.report_problem(99) == "too small (99 bytes)"
-    assert guards.report_problem(100) is None
+    assert taskmd.report_problem(None) == "report missing"
+    assert taskmd.report_problem(0) == "report is empty"
+    assert taskmd.report_problem(99) == "too small (99 bytes)"
+    assert taskmd.report_problem(100) is None
 
 
 def _synthesis(**kw: object) -> TaskFacts:
-    h = guards.plan_hash(PLAN)
+    h = taskmd.plan_hash(PLAN)
     assert h is not None
     base: dict[str, object] = {
         "task_md": PLAN,
@@ -148,13 +148,13 @@ def test_R_CKP_03_no_approval() -> None:
 def test_R_CKP_15_plan_edited_after_approval() -> None:
     edited = PLAN + "more\n"
     v = guards.synthesis_to_implementation(
-        _synthesis(task_md=edited, plan_hash=guards.plan_hash(edited))
+        _synthesis(task_md=edited, plan_hash=taskmd.plan_hash(edited))
     )
     assert rules(v) == ["R-CKP-15"]
 
 
 def test_R_CKP_04_approval_before_presentation() -> None:
-    h = guards.plan_hash(PLAN)
+    h = taskmd.plan_hash(PLAN)
     assert h
     early = Approval(h, "2026-01-01T00:05:00Z", "2026-01-01T00:04:00Z")
     assert rules(guards.synthesis_to_implementation(_synthesis(plan_approval=early))) == [
@@ -179,18 +179,18 @@ def test_R_TRN_13_skipped_state() -> None:
 
 def test_plan_hash_ignores_other_sections() -> None:
     other = PLAN.replace("## Task Objective\nx", "## Task Objective\nchanged")
-    assert guards.plan_hash(other) == guards.plan_hash(PLAN)
-    assert guards.plan_hash(PLAN + "x") != guards.plan_hash(PLAN)
-    assert guards.plan_hash(SKELETON) is None
+    assert taskmd.plan_hash(other) == taskmd.plan_hash(PLAN)
+    assert taskmd.plan_hash(PLAN + "x") != taskmd.plan_hash(PLAN)
+    assert taskmd.plan_hash(SKELETON) is None
 
 
 def test_R_DOC_11_plan_components() -> None:
-    assert len(guards.missing_plan_components("")) == 6
+    assert len(taskmd.missing_plan_components("")) == 6
     full = (
         "Files to Create\nAPI Design\nBehavior Specifications\nTest Cases\n"
         "Implementation Sequence\nDecision Log"
     )
-    assert guards.missing_plan_components(full) == []
+    assert taskmd.missing_plan_components(full) == []
 
 
 def test_R_TRN_14_all_agents_complete() -> None:

@@ -34,7 +34,7 @@ from taskgate.errors import Refused
 from taskgate.fsutil import atomic_write, file_size, read_text
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git, split_z
-from taskgate.protocol import guards
+from taskgate.protocol import taskmd
 from taskgate.protocol.todo import TodoTask
 from taskgate.protocol.violations import Violation
 
@@ -169,17 +169,17 @@ def _check(request: AgentRequest, result: AgentResult, before: str | None) -> Ag
         return result
     mode = request.mode
     if mode is Mode.REQUIREMENTS:
-        problem = guards.report_problem(file_size(request.report_path))
+        problem = taskmd.report_problem(file_size(request.report_path))
         if problem:  # R-DOC-05: an empty or missing report is a failure, never "none"
             return result.with_error(f"R-DOC-04: {request.report_path.name}: {problem}")
         return replace(result, report_path=request.report_path)
     if mode is Mode.SYNTHESIS:
-        section = guards.plan_section(read_text(request.task_md) or "")
+        section = taskmd.plan_section(read_text(request.task_md) or "")
         if section is None:
             return result.with_error(
                 f"R-DOC-10: {request.task_md} has no '## Implementation Plan' section"
             )
-        missing = guards.missing_plan_components(section)
+        missing = taskmd.missing_plan_components(section)
         if missing:
             return result.with_error(f"R-DOC-11: the plan lacks {', '.join(missing)}")
     if mode is Mode.IMPLEMENTATION:

@@ -37,7 +37,7 @@ from taskgate.agents.base import (
 )
 from taskgate.fsutil import atomic_write, read_text
 from taskgate.git.cmd import git
-from taskgate.protocol import guards
+from taskgate.protocol import taskmd
 
 if TYPE_CHECKING:
     from taskgate.agents.config import AgentSettings
@@ -183,7 +183,7 @@ class ScriptedBackend:
             request.brief, request.team, request.agent, exists, reports
         )
         text = read_text(request.task_md) or f"# {request.task}\n"
-        current = guards.plan_section(text)
+        current = taskmd.plan_section(text)
         if current is not None:  # replace the old plan, keep the rest (idempotent)
             text = text.replace(current, section.rstrip("\n") + "\n\n", 1)
         else:

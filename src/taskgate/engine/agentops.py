@@ -12,7 +12,7 @@ from taskgate.engine.flow import refuse_if
 from taskgate.errors import Refused, UsageError
 from taskgate.fsutil import file_size
 from taskgate.git import repo as gitrepo
-from taskgate.protocol import guards
+from taskgate.protocol import taskmd
 from taskgate.protocol.agents import UnknownAgentError, canonical_agent, check_agent_addition
 from taskgate.protocol.partial import AgentState, PartialReport, detect
 from taskgate.protocol.states import AgentStatus, Decision, State
@@ -75,7 +75,7 @@ def set_status(
             )
         report = engine.ws.report_path(task, agent)
         if state is State.REQUIREMENTS and status is AgentStatus.COMPLETE:
-            problem = guards.report_problem(file_size(report))
+            problem = taskmd.report_problem(file_size(report))
             if problem:  # R-DOC-05: an empty or missing report is a failure, never "none"
                 raise Refused(
                     f"{agent} cannot be COMPLETE in REQUIREMENTS: {problem}",

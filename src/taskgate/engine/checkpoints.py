@@ -11,7 +11,7 @@ from taskgate.errors import Refused, UsageError
 from taskgate.fsutil import read_text
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git
-from taskgate.protocol import guards
+from taskgate.protocol import taskmd
 from taskgate.protocol.messages import Checkpoint
 from taskgate.protocol.presentation import ChangeView, parse_plan, render_changes, render_plan
 from taskgate.protocol.states import State
@@ -167,14 +167,14 @@ def _plan(engine: Engine, snap: TaskSnapshot) -> tuple[str, str, dict[str, Any]]
     t = snap.task
     path = engine.ws.task_md(t.name)
     text = read_text(path)
-    bound = guards.plan_hash(text)
+    bound = taskmd.plan_hash(text)
     if text is None or bound is None:
         raise Refused(
             "no implementation plan to present",
             [Violation("R-DOC-10", "task.md has no '## Implementation Plan' section")],
             hint=f"write the plan into {path}",
         )
-    missing = guards.missing_plan_components(text)
+    missing = taskmd.missing_plan_components(text)
     if missing:
         raise Refused(
             "the plan is incomplete",
@@ -279,7 +279,7 @@ def record_approval(
             hint=f"run 'taskgate present {task}' and show it to the user",
         )
     if kind == "plan":
-        current = guards.plan_hash(read_text(engine.ws.task_md(task)))
+        current = taskmd.plan_hash(read_text(engine.ws.task_md(task)))
         rule = "R-CKP-15"
     else:
         current = task_head(engine, snap.task)

@@ -28,6 +28,7 @@ from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git, git_out
 from taskgate.process import clean_env, run
 from taskgate.protocol import transitions
+from taskgate.protocol.escalation import escalation_message
 from taskgate.protocol.states import State
 from taskgate.protocol.violations import Violation
 from taskgate.store.base import Tx
@@ -244,10 +245,15 @@ def _escalate(engine: Engine, task: str, issue: str, report: dict[str, Any]) -> 
 
     engine.step(task, record)
     raise NeedsHuman(
-        f"Issue: {issue}\nCurrent State: COMPLETE (CLEANUP blocked, R-CMP-08, C-83)\n"
-        "Impact: main already contains the task commit\n"
-        "Options: 1. fix forward in a new task; 2. revert the commit on main (with your "
-        "consent); 3. Abandon task and select alternative\nPlease advise on how to proceed.",
+        escalation_message(
+            task,
+            issue=issue,
+            state="COMPLETE (CLEANUP blocked, R-CMP-08, C-83)",
+            attempts="the build on main ran once and failed",
+            impact="main already contains the task commit",
+            option1="Fix forward in a new task",
+            option2="Revert the commit on main (only with your consent)",
+        ),
         hint=f"fix main, then run 'taskgate cleanup {task}' again",
     )
 

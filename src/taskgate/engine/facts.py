@@ -8,7 +8,7 @@ from taskgate.engine.core import Engine, current_state
 from taskgate.fsutil import file_size, read_text
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import ok
-from taskgate.protocol import guards
+from taskgate.protocol import taskmd
 from taskgate.protocol.facts import AgentFacts, Approval, LogEntry, TaskFacts, Validation
 from taskgate.protocol.states import AgentStatus, ChangeType, Decision, RiskLevel, State
 from taskgate.protocol.workflow import state_path
@@ -115,7 +115,7 @@ def gather(engine: Engine, snap: TaskSnapshot, *, head: bool | None = None) -> T
         task_worktree_branch=gitrepo.head_ref(task_wt),
         cwd_in_task_worktree=_inside(engine.cwd, task_wt) if check_cwd else None,
         task_md=task_md,
-        plan_hash=guards.plan_hash(task_md),
+        plan_hash=taskmd.plan_hash(task_md),
         plan_presented_at=presented.at if presented else None,
         plan_approval=Approval(plan.bound_to, plan.presented_at, plan.approved_at)
         if plan

@@ -22,6 +22,7 @@ from taskgate.errors import Corrupted, UsageError
 from taskgate.git import repo as gitrepo
 from taskgate.protocol import audit_checks as ac
 from taskgate.protocol.buildfail import FailureType, classify_failure
+from taskgate.protocol.escalation import escalation_message
 from taskgate.protocol.partial import AgentState, detect
 from taskgate.protocol.states import BUILD_RECOVERY_MAX_ITER, State
 from taskgate.store.base import Tx
@@ -86,24 +87,6 @@ class Diagnosis:
             "corrupt": self.corrupt,
             "escalation": self.escalation,
         }
-
-
-def escalation_message(
-    task: str, *, issue: str, state: str, attempts: str, impact: str, option1: str, option2: str
-) -> str:
-    """D-REC-3 filled in (R-REC-16): option 3 is always to abandon and select an alternative."""
-    return (
-        f"Task '{task}' encountered a recovery scenario requiring user guidance:\n\n"
-        f"**Issue**: {issue}\n"
-        f"**Current State**: {state}\n"
-        f"**Recovery Attempts**: {attempts}\n"
-        f"**Impact**: {impact}\n\n"
-        f"**Options**:\n"
-        f"1. {option1}\n"
-        f"2. {option2}\n"
-        f"3. Abandon task and select alternative\n\n"
-        f"Please advise on how to proceed."
-    )
 
 
 def store_escalation(task: str, error: str) -> str:

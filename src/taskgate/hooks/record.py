@@ -110,6 +110,7 @@ def record_tool_use(engine: Engine, task: str, data: dict[str, Any]) -> str:
             )
         if tampered:
             engine.event(tx, task, "view_tampered", {"paths": tampered, "tool": tool})
+        engine.touch(tx, current)  # new events: the views' sequence moves with them
 
     engine.step(task, body)  # re-renders every view from the store
     if not tampered:

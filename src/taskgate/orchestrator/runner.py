@@ -9,12 +9,11 @@ through the engine's guarded services; the orchestrator has no shortcut past a g
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from taskgate import failpoints
-from taskgate.agents.base import AgentResult, Mode, ResultStatus, TaskBrief
+from taskgate.agents.base import Mode, TaskBrief
 from taskgate.agents.config import AgentsConfig
 from taskgate.agents.invoke import brief_from_todo, build_request, invoke
 from taskgate.engine import agentops, checkpoints, flow
@@ -23,35 +22,15 @@ from taskgate.engine.validate import validate
 from taskgate.errors import NeedsHuman
 from taskgate.orchestrator import notes
 from taskgate.orchestrator.approver import Approver, resume_hint
+from taskgate.orchestrator.pool import AgentPool
 from taskgate.orchestrator.progress import Progress
 from taskgate.protocol.buildfail import FailureType
+from taskgate.protocol.escalation import escalation_message
 from taskgate.protocol.states import Decision, State
 from taskgate.store.records import TaskSnapshot
 
 MAX_MERGE_CONFLICT_ROUNDS = 3
 MAX_IMPLEMENTATION_ROUNDS = 10
-
-
-def escalation(
-    task: str, issue: str, state: str, attempts: str, impact: str, options: Sequence[str]
-) -> str:
-    """The seeds' escalation message (D-REC-3, R-REC-16), filled in."""
-    lines = [
-        f"Task '{task}' encountered a recovery scenario requiring user guidance:",
-        "",
-        f"**Issue**: {issue}",
-        f"**Current State**: {state}",
-        f"**Recovery Attempts**: {attempts}",
-        f"**Impact**: {impact}",
-        "",
-        "**Options**:",
-    ]
-    lines += [
-        f"{i}. {text}"
-        for i, text in enumerate([*options[:2], "Abandon task and select alternative"], start=1)
-    ]
-    lines += ["", "Please advise on how to proceed."]
-    return "\n".join(lines)
 
 
 @dataclass
@@ -95,6 +74,13 @@ class Runner:
             )
         return self._brief
 
+    @property
+    def pool(self) -> AgentPool:
+        """The parallel invoker of this task's agents."""
+        return AgentPool(
+            self.engine, self.task, self.brief, self.progress, self.agents, self.parallel
+        )
+
     def _move(self, target: State, reason: str = "") -> None:
         result = flow.transition(self.engine, self.task, target.value, reason=reason)
         self.progress.emit(
@@ -104,117 +90,6 @@ class Runner:
             source=result.source,
             target=result.target,
         )
-
-    def _invoke_all(
-        self, snap: TaskSnapshot, agents: Sequence[str], mode: Mode, *, retry: Sequence[str] = ()
-    ) -> dict[str, AgentResult]:
-        """Invoke `agents` in parallel (bounded), recording WORKING first and the result after."""
-        round_no = (
-            int(snap.task.extra.get("impl_round", 1))
-            if mode is Mode.IMPLEMENTATION
-            else (sum(1 for r in snap.transitions if r.target == State.REVIEW.value) or 1)
-        )
-        requests = []
-        for agent in agents:
-            row = snap.agent(agent)
-            attempt = (row.retry_count if row else 0) + 1 + (1 if agent in retry else 0)
-            agentops.set_status(self.engine, self.task, agent, "WORKING", retry=agent in retry)
-            since = snap.task.extra.get("feedback_since", "")
-            requests.append(
-                build_request(
-                    self.engine.ws,
-                    self.agents,
-                    self.brief,
-                    agent,
-                    mode,
-                    team=snap.task.required_agents,
-                    round=round_no,
-                    attempt=attempt,
-                    feedback=notes.feedback_for(snap, agent, since=since),
-                    base_ref=snap.task.base_branch,
-                )
-            )
-            self.progress.timeline.invocations += 1
-            self.progress.timeline.retries += 1 if agent in retry else 0
-            self.progress.emit(
-                "agent",
-                self.task,
-                f"{agent}: {mode} (attempt {attempt})",
-                agent=agent,
-                mode=mode.value,
-                attempt=attempt,
-            )
-        with ThreadPoolExecutor(max_workers=max(1, self.parallel)) as pool:
-            results = list(pool.map(invoke, requests))
-        failpoints.hit("run:after-invoke")  # agents' work done, nothing recorded yet
-        return {r.agent: res for r, res in zip(requests, results, strict=True)}
-
-    def _record(self, agent: str, result: AgentResult) -> None:
-        """Record one agent's outcome through the engine (`agent set`)."""
-        if result.ok:
-            agentops.set_status(
-                self.engine,
-                self.task,
-                agent,
-                "COMPLETE",
-                message=result.message[:500],
-                work_remaining=result.work_remaining,
-            )
-        else:
-            status = "BLOCKED" if result.status is ResultStatus.BLOCKED else "ERROR"
-            agentops.set_status(
-                self.engine,
-                self.task,
-                agent,
-                status,
-                message=(result.reason or result.message)[:500],
-            )
-        self.progress.emit(
-            "agent-result",
-            self.task,
-            f"{agent}: {result.status}" + (f" - {result.reason}" if result.reason else ""),
-            agent=agent,
-            status=result.status.value,
-        )
-
-    def _run_phase_agents(self, mode: Mode) -> None:
-        """Partial-completion handling (RULES §8): re-invoke missing/ERROR/TIMEOUT agents,
-        escalate at the retry limit, until every agent is COMPLETE for this phase."""
-        max_retries = self.engine.ws.config.protocol.max_agent_retries
-        while True:
-            report = agentops.check(self.engine, self.task)
-            if report.all_complete:
-                return
-            escalate = [line for line in report.lines if line.action == "escalate"]
-            blocked = [line for line in report.lines if line.action == "ask-user"]
-            if escalate or blocked:
-                snap = self.engine.require_snapshot(self.task)
-                names = [line.agent for line in escalate + blocked]
-                raise NeedsHuman(
-                    escalation(
-                        self.task,
-                        report.recommendation
-                        + ": "
-                        + "; ".join(line.text for line in escalate + blocked),
-                        snap.task.state,
-                        f"{max_retries} re-invocations per agent (R-AST-07)"
-                        if escalate
-                        else "none: the agent reported a blocker (R-AST-12)",
-                        f"the {snap.task.state} phase cannot finish without {', '.join(names)}",
-                        [
-                            "Clarify the requirements and resume (taskgate run)",
-                            "Return to CLASSIFIED to re-plan the agent set",
-                        ],
-                    ),
-                    hint=f"after fixing it: taskgate run {self.task}",
-                )
-            snap = self.engine.require_snapshot(self.task)
-            # `run` owns every invocation it starts; a WORKING agent of an earlier, dead run is
-            # not running any more, so it is re-invoked rather than waited for (R-AST-06 note).
-            todo = [line.agent for line in report.lines if line.condition != "COMPLETE"]
-            retry = [a for a in todo if (row := snap.agent(a)) is not None and row.status]
-            for agent, result in self._invoke_all(snap, todo, mode, retry=retry).items():
-                self._record(agent, result)
 
     # -- states ----------------------------------------------------------------------------------
 
@@ -233,11 +108,11 @@ class Runner:
         self._move(State.REQUIREMENTS)
 
     def _on_requirements(self, snap: TaskSnapshot) -> None:
-        self._run_phase_agents(Mode.REQUIREMENTS)
+        self.pool.run_phase(Mode.REQUIREMENTS)
         self._move(State.SYNTHESIS)
 
     def _on_synthesis(self, snap: TaskSnapshot) -> None:
-        from taskgate.protocol import guards
+        from taskgate.protocol import taskmd
 
         if snap.active_approval("plan") is not None:
             self._after_plan_approval(snap)
@@ -250,7 +125,7 @@ class Runner:
             if e.get("kind") == "plan"
             and e.get("at", "") > snap.task.extra.get("plan_written_at", "")
         ]
-        if guards.plan_section(text) is None or plan_feedback:
+        if taskmd.plan_section(text) is None or plan_feedback:
             self._write_plan(snap)
         shown = checkpoints.present(self.engine, self.task)
         decision = self.approver.decide(self.task, "plan", shown.text)
@@ -286,16 +161,14 @@ class Runner:
                 return
             self.progress.emit("agent-result", self.task, f"{architect}: {result.reason}")
         raise NeedsHuman(
-            escalation(
+            escalation_message(
                 self.task,
-                f"the plan could not be written: {result.reason}",
-                "SYNTHESIS",
-                "synthesis re-invoked up to the retry limit",
-                "no plan to approve",
-                [
-                    "Write the plan section in task.md yourself, then taskgate run",
-                    "Clarify the task in todo.md",
-                ],
+                issue=f"the plan could not be written: {result.reason}",
+                state="SYNTHESIS",
+                attempts="synthesis re-invoked up to the retry limit",
+                impact="no plan to approve",
+                option1="Write the plan section in task.md yourself, then taskgate run",
+                option2="Clarify the task in todo.md",
             ),
             hint=f"taskgate run {self.task}",
         )
@@ -360,16 +233,14 @@ class Runner:
             )
             if not result.ok:
                 raise NeedsHuman(
-                    escalation(
+                    escalation_message(
                         self.task,
-                        f"the documentation change failed: {result.reason}",
-                        "SYNTHESIS",
-                        "one invocation",
-                        "nothing changed on the task branch",
-                        [
-                            "Fix the agent configuration and resume",
-                            "Make the change yourself on the task branch",
-                        ],
+                        issue=f"the documentation change failed: {result.reason}",
+                        state="SYNTHESIS",
+                        attempts="one invocation",
+                        impact="nothing changed on the task branch",
+                        option1="Fix the agent configuration and resume",
+                        option2="Make the change yourself on the task branch",
                     ),
                     hint=f"taskgate run {self.task}",
                 )
@@ -412,13 +283,14 @@ class Runner:
         round_no = self._round()
         if round_no > MAX_IMPLEMENTATION_ROUNDS:
             raise NeedsHuman(
-                escalation(
+                escalation_message(
                     self.task,
-                    f"{round_no - 1} implementation rounds without finishing",
-                    "IMPLEMENTATION",
-                    "every round re-invoked the agents with work left",
-                    "the task does not converge",
-                    ["Narrow the scope in todo.md", "Review the agents' feedback"],
+                    issue=f"{round_no - 1} implementation rounds without finishing",
+                    state="IMPLEMENTATION",
+                    attempts="every round re-invoked the agents with work left",
+                    impact="the task does not converge",
+                    option1="Narrow the scope in todo.md",
+                    option2="Review the agents' feedback",
                 ),
                 hint=f"taskgate run {self.task}",
             )
@@ -426,12 +298,12 @@ class Runner:
         self.progress.emit("round", self.task, f"implementation round {round_no}", round=round_no)
         agents = pending + remaining
         retry = [a for a in pending if (row := snap.agent(a)) is not None and row.status]
-        results = self._invoke_all(snap, agents, Mode.IMPLEMENTATION, retry=retry)
+        results = self.pool.invoke_all(snap, agents, Mode.IMPLEMENTATION, retry=retry)
         ok = [a for a, r in results.items() if r.ok]
         conflicts = self._merge(ok) if ok else []
         for agent, result in results.items():
             if agent not in conflicts:
-                self._record(agent, result)
+                self.pool.record(agent, result)
         if conflicts:
             self._conflicted(conflicts)
         notes.set_extra(self.engine, self.task, "round_done", impl_round=round_no + 1)
@@ -460,16 +332,14 @@ class Runner:
             )
             if count >= MAX_MERGE_CONFLICT_ROUNDS:
                 raise NeedsHuman(
-                    escalation(
+                    escalation_message(
                         self.task,
-                        f"merge conflicts in {count} rounds: {', '.join(conflicts)}",
-                        "IMPLEMENTATION",
-                        "agents were rebased and re-invoked",
-                        "agent work not merged",
-                        [
-                            "Resolve the conflict on the agent branches by hand",
-                            "Re-plan the split of work between agents",
-                        ],
+                        issue=f"merge conflicts in {count} rounds: {', '.join(conflicts)}",
+                        state="IMPLEMENTATION",
+                        attempts="agents were rebased and re-invoked",
+                        impact="agent work not merged",
+                        option1="Resolve the conflict on the agent branches by hand",
+                        option2="Re-plan the split of work between agents",
                     ),
                     hint=f"taskgate run {self.task}",
                 )
@@ -487,16 +357,14 @@ class Runner:
         self.progress.emit("build", self.task, f"build failed: {failure.type} ({failure.detail})")
         if failure.type is FailureType.UNKNOWN or iterations > limit:  # R-VAL-08, R-VAL-09
             raise NeedsHuman(
-                escalation(
+                escalation_message(
                     self.task,
-                    f"the build fails ({failure.type}): {failure.detail}",
-                    "VALIDATION",
-                    f"{iterations - 1} recovery iterations (R-VAL-09)",
-                    "the task branch does not build",
-                    [
-                        "Fix the build on the task branch, then taskgate run",
-                        "Adjust [validation] commands",
-                    ],
+                    issue=f"the build fails ({failure.type}): {failure.detail}",
+                    state="VALIDATION",
+                    attempts=f"{iterations - 1} recovery iterations (R-VAL-09)",
+                    impact="the task branch does not build",
+                    option1="Fix the build on the task branch, then taskgate run",
+                    option2="Adjust [validation] commands",
                 ),
                 hint=f"output tail:\n{result.output[-1500:]}",
             )
@@ -536,7 +404,7 @@ class Runner:
     def _on_review(self, snap: TaskSnapshot) -> None:
         head_verdicts = {v.agent for v in snap.verdicts if v.round == self._review_round(snap)}
         todo = [a for a in snap.task.required_agents if a not in head_verdicts]  # R-REV-07
-        results = self._invoke_all(snap, todo, Mode.REVIEW) if todo else {}
+        results = self.pool.invoke_all(snap, todo, Mode.REVIEW) if todo else {}
         for agent, result in results.items():
             if result.ok and result.verdict is not None:
                 agentops.verdict(
@@ -553,24 +421,22 @@ class Runner:
                         "scope_concern",
                         **{f"scope_{agent}": result.scope.to_json()},
                     )
-                self._record(agent, result)
+                self.pool.record(agent, result)
             else:
-                self._record(agent, result)
+                self.pool.record(agent, result)
         snap = self.engine.require_snapshot(self.task)
         verdicts = {v.agent: v for v in snap.verdicts if v.round == self._review_round(snap)}
         missing = [a for a in snap.task.required_agents if a not in verdicts]
         if missing:
             raise NeedsHuman(
-                escalation(
+                escalation_message(
                     self.task,
-                    f"no review decision from {', '.join(missing)}",
-                    "REVIEW",
-                    "one review invocation each",
-                    "the change cannot be presented",
-                    [
-                        "Fix the reviewers' configuration and resume",
-                        "Review by hand: taskgate agent verdict",
-                    ],
+                    issue=f"no review decision from {', '.join(missing)}",
+                    state="REVIEW",
+                    attempts="one review invocation each",
+                    impact="the change cannot be presented",
+                    option1="Fix the reviewers' configuration and resume",
+                    option2="Review by hand: taskgate agent verdict",
                 ),
                 hint=f"taskgate run {self.task}",
             )

@@ -6,79 +6,19 @@ failure texts where RULES quotes them, and every violation carries a hint saying
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Callable
 
 from taskgate.protocol.facts import TaskFacts
 from taskgate.protocol.states import (
     MIN_REPORT_BYTES,
-    TASK_MD_SECTIONS,
     AgentStatus,
     Decision,
     State,
 )
+from taskgate.protocol.taskmd import missing_sections, report_problem
 from taskgate.protocol.violations import Violation
 
 Guard = Callable[[TaskFacts], list[Violation]]
-
-_PLAN_HEADING = re.compile(r"^##[ \t]+.*implementation plan.*$", re.IGNORECASE | re.MULTILINE)
-_LEVEL2 = re.compile(r"^##[ \t]", re.MULTILINE)
-
-# R-DOC-11: the six plan components, each matched by any of its spellings.
-PLAN_COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("File manifest (Files to Create / Files to Modify)", ("files to create", "files to modify")),
-    ("API Design", ("api design",)),
-    ("Behavior Specifications", ("behavior specification", "behaviour specification")),
-    ("Test Cases", ("test cases",)),
-    ("Implementation Sequence", ("implementation sequence",)),
-    ("Decision log", ("decision log", "key design decisions")),
-)
-
-
-def plan_section(task_md: str) -> str | None:
-    """The `## ... Implementation Plan ...` section up to the next level-2 heading, or None."""
-    match = _PLAN_HEADING.search(task_md)
-    if match is None:
-        return None
-    following = _LEVEL2.search(task_md, match.end())
-    end = following.start() if following else len(task_md)
-    return task_md[match.start() : end]
-
-
-def plan_hash(task_md: str | None) -> str | None:
-    """SHA-256 of the plan section; plan approval is bound to it (R-CKP-15, C-46)."""
-    if task_md is None:
-        return None
-    section = plan_section(task_md)
-    if section is None:
-        return None
-    normalised = "\n".join(line.rstrip() for line in section.strip().splitlines())
-    return hashlib.sha256(normalised.encode("utf-8")).hexdigest()
-
-
-def missing_plan_components(task_md: str) -> list[str]:
-    """The R-DOC-11 plan components that task.md lacks (case-insensitive)."""
-    lowered = task_md.lower()
-    return [name for name, spellings in PLAN_COMPONENTS if not any(s in lowered for s in spellings)]
-
-
-def missing_sections(task_md: str) -> list[str]:
-    """The D-DOC-1 mandatory headings missing from task.md (literal `## ` lines, R-DOC-02)."""
-    present = {line[3:].strip() for line in task_md.splitlines() if line.startswith("## ")}
-    return [s for s in TASK_MD_SECTIONS if s not in present]
-
-
-def report_problem(size: int | None) -> str | None:
-    """Why a requirements report is invalid (R-DOC-04), or None when it is valid."""
-    if size is None:
-        return "report missing"
-    if size == 0:
-        return "report is empty"
-    if size < MIN_REPORT_BYTES:
-        return f"too small ({size} bytes)"
-    return None
-
 
 # --- shared checks ---------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from taskgate.protocol import guards
+from taskgate.protocol import taskmd
 from taskgate.protocol.violations import Violation
 
 # R-DOC-13: always among the success criteria, verbatim.
@@ -215,7 +215,7 @@ def _test_count(text: str) -> int:
 
 def parse_plan(task_md: str, agents: Sequence[str] = ()) -> PlanView:
     """Sort task.md's plan into the summary's parts; note gaps (R-DOC-12) and R-DOC-14."""
-    plan = guards.plan_section(task_md) or ""
+    plan = taskmd.plan_section(task_md) or ""
     parts = split_plan(plan)
     top = _level2_sections(task_md)
     if "purpose" not in parts and top.get("task objective"):

@@ -1,0 +1,141 @@
+"""Invoking a task's agents in parallel and recording what they did (RULES §8)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from taskgate import failpoints
+from taskgate.agents.base import AgentResult, Mode, ResultStatus, TaskBrief
+from taskgate.agents.config import AgentsConfig
+from taskgate.agents.invoke import build_request, invoke
+from taskgate.engine import agentops
+from taskgate.engine.core import Engine
+from taskgate.errors import NeedsHuman
+from taskgate.orchestrator import notes
+from taskgate.orchestrator.progress import Progress
+from taskgate.protocol.escalation import escalation_message
+from taskgate.protocol.states import State
+from taskgate.store.records import TaskSnapshot
+
+
+@dataclass
+class AgentPool:
+    """Bounded parallel invocation; the store is written from the calling thread only."""
+
+    engine: Engine
+    task: str
+    brief: TaskBrief
+    progress: Progress
+    agents: AgentsConfig
+    parallel: int = 4
+
+    def invoke_all(
+        self, snap: TaskSnapshot, agents: Sequence[str], mode: Mode, *, retry: Sequence[str] = ()
+    ) -> dict[str, AgentResult]:
+        """Invoke `agents` in parallel (bounded), recording WORKING first and the result after."""
+        round_no = (
+            int(snap.task.extra.get("impl_round", 1))
+            if mode is Mode.IMPLEMENTATION
+            else (sum(1 for r in snap.transitions if r.target == State.REVIEW.value) or 1)
+        )
+        requests = []
+        for agent in agents:
+            row = snap.agent(agent)
+            attempt = (row.retry_count if row else 0) + 1 + (1 if agent in retry else 0)
+            agentops.set_status(self.engine, self.task, agent, "WORKING", retry=agent in retry)
+            since = snap.task.extra.get("feedback_since", "")
+            requests.append(
+                build_request(
+                    self.engine.ws,
+                    self.agents,
+                    self.brief,
+                    agent,
+                    mode,
+                    team=snap.task.required_agents,
+                    round=round_no,
+                    attempt=attempt,
+                    feedback=notes.feedback_for(snap, agent, since=since),
+                    base_ref=snap.task.base_branch,
+                )
+            )
+            self.progress.timeline.invocations += 1
+            self.progress.timeline.retries += 1 if agent in retry else 0
+            self.progress.emit(
+                "agent",
+                self.task,
+                f"{agent}: {mode} (attempt {attempt})",
+                agent=agent,
+                mode=mode.value,
+                attempt=attempt,
+            )
+        with ThreadPoolExecutor(max_workers=max(1, self.parallel)) as pool:
+            results = list(pool.map(invoke, requests))
+        failpoints.hit("run:after-invoke")  # agents' work done, nothing recorded yet
+        return {r.agent: res for r, res in zip(requests, results, strict=True)}
+
+    def record(self, agent: str, result: AgentResult) -> None:
+        """Record one agent's outcome through the engine (`agent set`)."""
+        if result.ok:
+            agentops.set_status(
+                self.engine,
+                self.task,
+                agent,
+                "COMPLETE",
+                message=result.message[:500],
+                work_remaining=result.work_remaining,
+            )
+        else:
+            status = "BLOCKED" if result.status is ResultStatus.BLOCKED else "ERROR"
+            agentops.set_status(
+                self.engine,
+                self.task,
+                agent,
+                status,
+                message=(result.reason or result.message)[:500],
+            )
+        self.progress.emit(
+            "agent-result",
+            self.task,
+            f"{agent}: {result.status}" + (f" - {result.reason}" if result.reason else ""),
+            agent=agent,
+            status=result.status.value,
+        )
+
+    def run_phase(self, mode: Mode) -> None:
+        """Partial-completion handling (RULES §8): re-invoke missing/ERROR/TIMEOUT agents,
+        escalate at the retry limit, until every agent is COMPLETE for this phase."""
+        max_retries = self.engine.ws.config.protocol.max_agent_retries
+        while True:
+            report = agentops.check(self.engine, self.task)
+            if report.all_complete:
+                return
+            escalate = [line for line in report.lines if line.action == "escalate"]
+            blocked = [line for line in report.lines if line.action == "ask-user"]
+            if escalate or blocked:
+                snap = self.engine.require_snapshot(self.task)
+                names = [line.agent for line in escalate + blocked]
+                raise NeedsHuman(
+                    escalation_message(
+                        self.task,
+                        issue=report.recommendation
+                        + ": "
+                        + "; ".join(line.text for line in escalate + blocked),
+                        state=snap.task.state,
+                        attempts=f"{max_retries} re-invocations per agent (R-AST-07)"
+                        if escalate
+                        else "none: the agent reported a blocker (R-AST-12)",
+                        impact=f"{snap.task.state} cannot finish without {', '.join(names)}",
+                        option1="Clarify the requirements and resume (taskgate run)",
+                        option2="Return to CLASSIFIED to re-plan the agent set",
+                    ),
+                    hint=f"after fixing it: taskgate run {self.task}",
+                )
+            snap = self.engine.require_snapshot(self.task)
+            # `run` owns every invocation it starts; a WORKING agent of an earlier, dead run is
+            # not running any more, so it is re-invoked rather than waited for (R-AST-06 note).
+            todo = [line.agent for line in report.lines if line.condition != "COMPLETE"]
+            retry = [a for a in todo if (row := snap.agent(a)) is not None and row.status]
+            for agent, result in self.invoke_all(snap, todo, mode, retry=retry).items():
+                self.record(agent, result)
