@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from taskgate.cli.main import main
 from taskgate.engine import validate as validate_mod
 from taskgate.git import cmd as git_cmd
+from taskgate.orchestrator import pool as pool_mod
 from taskgate.orchestrator import runner as runner_mod
 
 TIMES: dict[str, float] = {"git": 0.0, "build": 0.0, "agents": 0.0}
@@ -88,7 +89,7 @@ def main_bench() -> int:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     git_cmd.run = _timed("git", git_cmd.run, main_thread_only=True)  # type: ignore[assignment]
     validate_mod.run = _timed("build", validate_mod.run)  # type: ignore[assignment]
-    runner_mod.Runner._invoke_all = _agents(runner_mod.Runner._invoke_all)  # type: ignore[method-assign]
+    pool_mod.AgentPool.invoke_all = _agents(pool_mod.AgentPool.invoke_all)  # type: ignore[method-assign]
     runner_mod.invoke = _agents(runner_mod.invoke)  # type: ignore[assignment]
     results = [one_run() for _ in range(runs)]
     print(f"taskgate demo --yes, {runs} runs (two tasks: HIGH code + LOW docs), median:")
