@@ -217,7 +217,11 @@ def add_agent(engine: Engine, task: str, agent_text: str, *, why: str) -> AgentR
 
 def check(engine: Engine, task: str) -> PartialReport:
     """`taskgate agent check T`: D-AST-1 detection and the recommended action (R-AST-05)."""
-    snap = engine.require_snapshot(task)
+    return partial_report(engine, engine.require_snapshot(task))
+
+
+def partial_report(engine: Engine, snap: TaskSnapshot) -> PartialReport:
+    """D-AST-1 over the required agents' statuses for the current phase (R-AST-19)."""
     phase = snap.task.state
     states = []
     for name in snap.task.required_agents:
@@ -228,7 +232,7 @@ def check(engine: Engine, task: str) -> PartialReport:
             try:
                 updated = parse_time(current.updated_at)
             except ValueError:
-                updated = None  # C-82
+                updated = None  # C-82: an unparseable updated_at is a timeout
         states.append(
             AgentState(
                 name,

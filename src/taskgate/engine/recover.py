@@ -15,7 +15,7 @@ from typing import Any
 
 from taskgate import failpoints
 from taskgate.engine import audit as audit_mod
-from taskgate.engine.clock import parse_time
+from taskgate.engine.agentops import partial_report
 from taskgate.engine.core import Engine, owner_alive
 from taskgate.engine.status import recovery_hint
 from taskgate.errors import Corrupted, UsageError
@@ -23,7 +23,6 @@ from taskgate.git import repo as gitrepo
 from taskgate.protocol import audit_checks as ac
 from taskgate.protocol.buildfail import FailureType, classify_failure
 from taskgate.protocol.escalation import escalation_message
-from taskgate.protocol.partial import AgentState, detect
 from taskgate.protocol.states import BUILD_RECOVERY_MAX_ITER, State
 from taskgate.store.base import Tx
 from taskgate.store.records import TaskSnapshot
@@ -170,32 +169,8 @@ def _partial(engine: Engine, snap: TaskSnapshot, d: Diagnosis) -> bool:
         return False
     if t.state == State.REVIEW.value:
         return False  # reviewers answer with verdicts, not status (R-REC-03 via P1's table)
-    states = []
-    for name in t.required_agents:
-        row = snap.agent(name)
-        current = row if row is not None and row.phase == t.state else None
-        updated = None
-        if current is not None and current.updated_at:
-            try:
-                updated = parse_time(current.updated_at)
-            except ValueError:
-                updated = None  # C-82: unparseable is a timeout
-        states.append(
-            AgentState(
-                name,
-                current.status if current else None,
-                updated,
-                current.message if current else "",
-                current.retry_count if current else 0,
-            )
-        )
+    report = partial_report(engine, snap)
     cfg = engine.ws.config.protocol
-    report = detect(
-        states,
-        engine.clock(),
-        timeout_min=cfg.agent_timeout_minutes,
-        max_retries=cfg.max_agent_retries,
-    )
     if report.all_complete:
         return False
     d.procedure = "P2"

@@ -75,6 +75,32 @@ class AgentPool:
         failpoints.hit("run:after-invoke")  # agents' work done, nothing recorded yet
         return {r.agent: res for r, res in zip(requests, results, strict=True)}
 
+    def invoke_one(
+        self, snap: TaskSnapshot, agent: str, mode: Mode, *, attempt: int = 1, label: str = ""
+    ) -> AgentResult:
+        """One invocation outside an agent phase (the plan, a skip-path change): no status."""
+        request = build_request(
+            self.engine.ws,
+            self.agents,
+            self.brief,
+            agent,
+            mode,
+            team=snap.task.required_agents,
+            attempt=attempt,
+            feedback=notes.feedback_for(snap, agent),
+            base_ref=snap.task.base_branch,
+        )
+        self.progress.timeline.invocations += 1
+        self.progress.emit(
+            "agent",
+            self.task,
+            f"{agent}: {label or mode}",
+            agent=agent,
+            mode=mode.value,
+            attempt=attempt,
+        )
+        return invoke(request)
+
     def record(self, agent: str, result: AgentResult) -> None:
         """Record one agent's outcome through the engine (`agent set`)."""
         if result.ok:

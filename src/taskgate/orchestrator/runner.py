@@ -15,7 +15,7 @@ from typing import Any
 from taskgate import failpoints
 from taskgate.agents.base import Mode, TaskBrief
 from taskgate.agents.config import AgentsConfig
-from taskgate.agents.invoke import brief_from_todo, build_request, invoke
+from taskgate.agents.invoke import brief_from_todo
 from taskgate.engine import agentops, checkpoints, flow
 from taskgate.engine.core import Engine
 from taskgate.engine.validate import validate
@@ -138,22 +138,7 @@ class Runner:
             else (snap.task.required_agents[0])
         )
         for attempt in range(self.engine.ws.config.protocol.max_agent_retries + 1):
-            request = build_request(
-                self.engine.ws,
-                self.agents,
-                self.brief,
-                architect,
-                Mode.SYNTHESIS,
-                team=snap.task.required_agents,
-                attempt=attempt + 1,
-                feedback=notes.feedback_for(snap, architect),
-                base_ref=snap.task.base_branch,
-            )
-            self.progress.timeline.invocations += 1
-            self.progress.emit(
-                "agent", self.task, f"{architect}: synthesis", agent=architect, mode="synthesis"
-            )
-            result = invoke(request)
+            result = self.pool.invoke_one(snap, architect, Mode.SYNTHESIS, attempt=attempt + 1)
             if result.ok:
                 notes.set_extra(
                     self.engine, self.task, "plan_written", plan_written_at=self.engine.now()
@@ -215,19 +200,9 @@ class Runner:
         if not snap.task.extra.get("skip_path_done"):
             # SYNTHESIS is no agent phase (R-AST-19): the invocation is recorded as an audit
             # event only, and its commit reaches T through the normal merge.
-            request = build_request(
-                self.engine.ws,
-                self.agents,
-                self.brief,
-                "architect",
-                Mode.IMPLEMENTATION,
-                team=snap.task.required_agents,
-                feedback=notes.feedback_for(snap, "architect"),
-                base_ref=snap.task.base_branch,
+            result = self.pool.invoke_one(
+                snap, "architect", Mode.IMPLEMENTATION, label="documentation change"
             )
-            self.progress.timeline.invocations += 1
-            self.progress.emit("agent", self.task, "architect: documentation change")
-            result = invoke(request)
             notes.set_extra(
                 self.engine, self.task, "skip_path_invocation", skip_path_result=result.to_json()
             )
