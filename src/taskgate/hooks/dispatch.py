@@ -283,34 +283,28 @@ def user_prompt_submit(data: dict[str, Any]) -> dict[str, Any] | None:
     prompt = data.get("prompt")
     if not isinstance(prompt, str):
         raise BadInput("UserPromptSubmit input has no prompt")
-    engine = _engine(data)
-    if engine is None:
-        return None
-    try:
-        owned = _owned(engine)
-        if len(owned) != 1:
-            return None
-        text = handle_prompt(engine, owned[0].name, prompt)
-    finally:
-        engine.close()
-    return _context_output("UserPromptSubmit", text)
+    text = _on_owned_task(data, lambda engine, task: handle_prompt(engine, task, prompt))
+    return _context_output("UserPromptSubmit", text) if text is not None else None
 
 
 def post_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
     """R-AUD-03 tool usage record; views edited behind taskgate's back are reported."""
     from taskgate.hooks.record import record_tool_use
 
+    warning = _on_owned_task(data, lambda engine, task: record_tool_use(engine, task, data))
+    return _context_output("PostToolUse", warning) if warning else None
+
+
+def _on_owned_task(data: dict[str, Any], act: Callable[[Any, str], str]) -> str | None:
+    """Run `act(engine, task)` for the one task this session owns; None when there is none."""
     engine = _engine(data)
     if engine is None:
         return None
     try:
         owned = _owned(engine)
-        if len(owned) != 1:
-            return None
-        warning = record_tool_use(engine, owned[0].name, data)
+        return act(engine, owned[0].name) if len(owned) == 1 else None
     finally:
         engine.close()
-    return _context_output("PostToolUse", warning) if warning else None
 
 
 def stop(data: dict[str, Any]) -> dict[str, Any] | None:
