@@ -103,7 +103,9 @@ FAIL_ONCE = """
 faults = [{fault = "fail", agent = "quality", mode = "requirements", attempt = 1},
           {fault = "short-report", agent = "style", mode = "requirements", attempt = 1},
           {fault = "garbage", agent = "test", mode = "requirements", attempt = 1},
-          {fault = "nothing", agent = "build", mode = "requirements", attempt = 1}]
+          {fault = "nothing", agent = "build", mode = "requirements", attempt = 1},
+          {fault = "crash", agent = "architect", mode = "requirements", attempt = 1},
+          {fault = "hang", agent = "usability", mode = "requirements", attempt = 1}]
 """
 
 
@@ -113,7 +115,9 @@ def test_partial_completion_is_retried(tmp_path: Path) -> None:
     status = repo.ok("status", "add-slugify", "--json", session="run").json()
     assert status["state"] == "CLEANUP"
     trail = (repo.task_dir("add-slugify") / "audit-trail.json").read_text()
-    assert trail.count('"agent_name": "quality"') >= 2  # invoked again after its ERROR
+    for agent in ("quality", "style", "test", "build", "architect", "usability"):
+        # each faulty agent was invoked again after its ERROR / TIMEOUT (R-AST-06)
+        assert trail.count(f'"agent_name": "{agent}"') >= 3, agent
 
 
 ALWAYS_FAIL = """
@@ -191,6 +195,31 @@ def flaky_build(tmp_path: Path, failures: int, marker: str) -> list[str]:
     return ["python3", str(script)]
 
 
+@pytest.mark.parametrize(
+    ("marker", "agent"),
+    [
+        ("There are test failures", "test"),  # R-VAL-06
+        ("COMPILATION ERROR\n[ERROR] cannot find symbol", "architect"),  # R-VAL-05 main → architect
+        ("COMPILATION ERROR\n[ERROR] incompatible types", "architect"),  # R-VAL-05
+        ("You have 3 Checkstyle violations", "style"),  # R-VAL-07 (≤5: main → style in run)
+        ("You have 9 Checkstyle violations", "style"),  # R-VAL-07
+    ],
+)
+def test_each_build_failure_class_is_routed_and_recovers(
+    tmp_path: Path, marker: str, agent: str
+) -> None:
+    repo = sample(tmp_path, build=flaky_build(tmp_path, 1, marker))
+    repo.ok("run", "add-slugify", "--yes", session="run")
+    status = repo.ok("status", "add-slugify", "--json", session="run").json()
+    back = [
+        e
+        for e in status["transition_log"]
+        if (e["from"], e["to"]) == ("VALIDATION", "IMPLEMENTATION")
+    ]
+    assert len(back) == 1 and agent in back[0]["reason"]  # C-49
+    assert status["state"] == "CLEANUP"
+
+
 def test_validation_failure_is_routed_back_and_recovers(tmp_path: Path) -> None:
     repo = sample(tmp_path, build=flaky_build(tmp_path, 1, "There are test failures"))
     repo.ok("run", "add-slugify", "--yes", session="run")
@@ -215,8 +244,9 @@ def test_unknown_build_failure_escalates(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "point",
-    ["run:REQUIREMENTS", "run:after-invoke", "run:IMPLEMENTATION", "run:VALIDATION",
-     "run:REVIEW", "run:AWAITING_USER_APPROVAL", "run:COMPLETE"],
+    ["run:INIT", "run:CLASSIFIED", "run:REQUIREMENTS", "run:after-invoke", "run:SYNTHESIS",
+     "run:IMPLEMENTATION", "run:VALIDATION", "run:REVIEW", "run:AWAITING_USER_APPROVAL",
+     "run:COMPLETE"],
 )  # fmt: skip
 def test_resume_after_kill(tmp_path: Path, point: str) -> None:
     repo = sample(
@@ -271,3 +301,19 @@ def test_run_names_a_missing_task(tmp_path: Path) -> None:
     )
     result = repo.run("run", "nope", "--yes", session="run")
     assert result.code == 2 and "todo.md" in result.err
+
+
+ESCAPE = """
+[agents.scripted]
+faults = [{fault = "escape", agent = "quality", mode = "implementation", attempt = 1}]
+"""
+
+
+def test_an_agent_writing_outside_its_worktree_stops_the_run(tmp_path: Path) -> None:
+    repo = sample(tmp_path, extra=ESCAPE)
+    result = repo.run("run", "add-slugify", "--yes", session="run")
+    assert result.code == 4 and "R-WTB-02" in result.err
+    assert "Please advise on how to proceed." in result.err
+    stray = [p.name for p in repo.worktree("add-slugify").iterdir() if "ESCAPED" in p.name]
+    assert stray  # left exactly as the agent made it: nothing is guessed away
+    assert state(repo, "add-slugify") == "IMPLEMENTATION"

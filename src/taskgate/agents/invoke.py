@@ -221,6 +221,8 @@ def invoke(request: AgentRequest, backend: Backend | None = None) -> AgentResult
                 f"the agent changed {path}, outside its worktree {request.worktree}; "
                 "agents edit only their own worktree (R-WTB-02)"
             )
+            # Machine-readable, so the orchestrator stops instead of guessing with the work.
+            result = replace(result, meta={**result.meta, "escaped": str(path)})
             break
     else:
         result = _check(request, result, before)

@@ -102,7 +102,11 @@ class AgentPool:
         return invoke(request)
 
     def record(self, agent: str, result: AgentResult) -> None:
-        """Record one agent's outcome through the engine (`agent set`)."""
+        """Record one agent's outcome through the engine (`agent set`).
+
+        An agent that wrote outside its worktree is recorded as ERROR and the run stops: the
+        stray changes are someone's work, and taskgate never guesses with it (R-WTB-02).
+        """
         if result.ok:
             agentops.set_status(
                 self.engine,
@@ -120,6 +124,21 @@ class AgentPool:
                 agent,
                 status,
                 message=(result.reason or result.message)[:500],
+            )
+        escaped = result.meta.get("escaped") if not result.ok else None
+        if escaped:
+            raise NeedsHuman(
+                escalation_message(
+                    self.task,
+                    issue=f"{agent} changed {escaped}, outside its own worktree (R-WTB-02)",
+                    state=self.engine.require_snapshot(self.task).task.state,
+                    attempts="none: the change is left exactly as the agent made it",
+                    impact=f"uncommitted changes in {escaped} that no protocol step made",
+                    option1=f"Inspect them (git -C {escaped} status), keep or discard them, "
+                    f"then taskgate run {self.task}",
+                    option2="Fix the agent's configuration so it works only in its worktree",
+                ),
+                hint=f"git -C {escaped} status",
             )
         self.progress.emit(
             "agent-result",
