@@ -142,6 +142,11 @@ def _check_options(table: Mapping[str, Any], backend: str, where: str) -> dict[s
     return checked
 
 
+def check_backend_options(table: Mapping[str, Any], backend: str, where: str) -> dict[str, Any]:
+    """`table`'s options for `backend`, checked like an [agents.<agent>] table (e.g. [spec])."""
+    return _check_options(table, _backend(backend, f"{where} backend"), where)
+
+
 def _check_faults(items: list[Any], where: str) -> list[dict[str, Any]]:
     from taskgate.agents.scripted import FAULT_KINDS
 

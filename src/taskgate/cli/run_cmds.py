@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import socket
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ def _progress(args: argparse.Namespace) -> Any:
 
 
 def _finish(args: argparse.Namespace, progress: Any, finished: list[str]) -> None:
+    progress.finish()
     if args.json:
         summary = {"event": "summary", "finished": finished, **progress.timeline.to_json()}
         print(json.dumps(summary, sort_keys=True))
@@ -79,8 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 parallel=parallel,
             )
         finally:
-            if not args.json:
-                sys.stdout.flush()
+            progress.finish()  # the live status line never outlives the run
         _finish(args, progress, outcome.finished)
     return EXIT_OK
 
@@ -95,7 +94,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         progress = _progress(args)
         progress.emit("demo", "demo", f"sample repository at {engine.ws.repo}")
         approver = choose_approver(engine, yes=args.yes)
-        outcome = run(engine, run_all=True, approver=approver, progress=progress)
+        try:
+            outcome = run(engine, run_all=True, approver=approver, progress=progress)
+        finally:
+            progress.finish()
         _finish(args, progress, outcome.finished)
         if not args.json:
             print(epilogue(engine))

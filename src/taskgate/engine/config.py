@@ -90,6 +90,7 @@ class Config:
     validation: ValidationConfig = field(default_factory=ValidationConfig)
     risk: dict[str, Any] = field(default_factory=dict)
     agents: dict[str, Any] = field(default_factory=dict)
+    spec: dict[str, Any] = field(default_factory=dict)  # [spec]: parsed by taskgate.spec
     text: str = ""
     path: Path | None = None
 
@@ -184,6 +185,7 @@ def parse_config(text: str, path: Path | None = None) -> Config:
         validation=validation,
         risk=_table(data, "risk", where),
         agents=_table(data, "agents", where),
+        spec=_table(data, "spec", where),
         text=text,
         path=path,
     )

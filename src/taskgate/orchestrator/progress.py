@@ -66,19 +66,57 @@ class Timeline:
 
 @dataclass
 class Progress:
-    """Reports what the run does: plain lines (default) or JSON lines (`--json`)."""
+    """Reports what the run does: a live view on a terminal, plain lines otherwise, or JSON
+    lines (`--json`)."""
 
     out: TextIO = field(default_factory=lambda: sys.stdout)
     as_json: bool = False
     timeline: Timeline = field(default_factory=Timeline)
+    live: bool | None = None  # None: a live status line when `out` is a terminal
+    _running: dict[str, str] = field(default_factory=dict)
+    _state: dict[str, str] = field(default_factory=dict)
+    _round: dict[str, int] = field(default_factory=dict)
+    _shown: bool = False
+
+    def __post_init__(self) -> None:
+        if self.live is None:
+            self.live = not self.as_json and self.out.isatty()
 
     def emit(self, event: str, task: str, text: str, **data: Any) -> None:
         """One progress event."""
         if event == "state":
             self.timeline.enter(task, str(data.get("state")))
+            self._state[task] = str(data.get("state"))
+        elif event == "agent":
+            self._running[str(data.get("agent"))] = str(data.get("mode", ""))
+        elif event == "agent-result":
+            self._running.pop(str(data.get("agent")), None)
+        elif event == "round":
+            self._round[task] = int(data.get("round", 0))
         if self.as_json:
             record = {"event": event, "task": task, "message": text, **data}
             self.out.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+        elif self.live:
+            elapsed = time.monotonic() - self.timeline.started
+            self.out.write(f"\r\033[K{elapsed:7.2f}s [{task}] {text}\n")
+            self._status_line(task)
         else:
             self.out.write(f"[{task}] {text}\n")
         self.out.flush()
+
+    def _status_line(self, task: str) -> None:
+        """The live view's last line: state, round and the agents at work, redrawn in place."""
+        parts = [f"\033[1m{task}\033[0m {self._state.get(task, '')}"]
+        if self._round.get(task):
+            parts.append(f"round {self._round[task]}")
+        if self._running:
+            parts.append("running: " + ", ".join(f"{a} ({m})" for a, m in self._running.items()))
+        self.out.write("  " + " | ".join(parts))
+        self._shown = True
+
+    def finish(self) -> None:
+        """Clear the live status line before the summary is printed."""
+        if self.live and self._shown:
+            self.out.write("\r\033[K")
+            self.out.flush()
+            self._shown = False

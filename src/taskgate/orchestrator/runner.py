@@ -128,6 +128,7 @@ class Runner:
         if taskmd.plan_section(text) is None or plan_feedback:
             self._write_plan(snap)
         shown = checkpoints.present(self.engine, self.task)
+        self.progress.finish()  # the prompt gets a clean line
         decision = self.approver.decide(self.task, "plan", shown.text)
         self._apply_decision("plan", decision)
 
@@ -483,6 +484,7 @@ class Runner:
             self._complete()
             return
         shown = checkpoints.present(self.engine, self.task)
+        self.progress.finish()  # the prompt gets a clean line
         decision = self.approver.decide(self.task, "changes", shown.text)
         self._apply_decision("changes", decision)
         if decision.action == "approve":

@@ -1,0 +1,191 @@
+"""Run a configured CLI backend once for its final reply: text, not a task status.
+
+The task backends (`command`, `claude`, `codex`) run an agent in its worktree and read the task
+result contract from its final reply. Other workflows — the spec roles (`taskgate.spec`) —
+need the same executables, configured the same way ([agents.<backend>] in taskgate.toml), with
+the same process handling and the same reading of each CLI's output, but a reply contract of
+their own. `run_for_reply` gives them the final reply and leaves its parsing to the caller:
+
+- the process runs in its own process group, killed on timeout (SIGTERM, then SIGKILL) and
+  when it returns (`process.run(kill_group=True)`);
+- the environment is the task agents' one: inherited GIT_* variables, the session and the
+  failpoint stripped, GIT_TERMINAL_PROMPT=0, the `env` option, and TASKGATE_AGENT set — the
+  marker that makes `taskgate approve` refuse (R-CKP-02);
+- `claude`: the `{"type": "result"}` object (`claude.result_object`), an error subtype is an
+  error; `codex`: the JSONL events (`codex.read_events`), the `--output-last-message` file or
+  the last agent message; `command`: `$TASKGATE_RESULT_FILE` if written, else stdout;
+- a timeout, a missing executable, a signal, a non-zero exit or no reply becomes a `Reply`
+  with status TIMEOUT / ERROR and the reason. Nothing here raises for an agent failure.
+
+Files go to `job.files_dir`: `<stem>.prompt.md` (also `$TASKGATE_PROMPT_FILE`),
+`<stem>.answer.json` (`$TASKGATE_RESULT_FILE`), `<stem>.last-message.txt` (codex) and
+`<stem>.output.txt` (the transcript).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from taskgate import process
+from taskgate.agents.base import ResultStatus, extract_json_object, tail
+from taskgate.agents.claude import ClaudeBackend, result_object
+from taskgate.agents.codex import CodexBackend, read_events
+from taskgate.agents.command import _STRIP, _STRIP_PREFIXES, CommandBackend, transcript
+from taskgate.agents.config import AgentSettings
+from taskgate.fsutil import atomic_write, read_text
+from taskgate.git import repo as gitrepo
+
+CLI_BACKENDS = ("command", "claude", "codex")
+
+
+@dataclass(frozen=True)
+class ReplyJob:
+    """One run: who (`agent`, the TASKGATE_AGENT marker), what (`prompt`), where (`cwd`)."""
+
+    agent: str
+    prompt: str
+    cwd: Path
+    files_dir: Path  # prompt, answer, last message and transcript files
+    stem: str
+    timeout_s: float = 60 * 60.0
+    env: Mapping[str, str] = field(default_factory=dict)  # extra variables, after settings.env
+    args: tuple[str, ...] = ()  # command backend only: appended to the command
+    stdin: str | None = None  # command backend only: sent instead of the prompt
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The agent's final reply (COMPLETE), or why there is none (ERROR / TIMEOUT)."""
+
+    status: ResultStatus
+    text: str = ""
+    reason: str = ""
+    exit_code: int | None = None
+    raw_output: str = ""
+    backend: str = ""
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when there is a reply to parse."""
+        return self.status is ResultStatus.COMPLETE
+
+
+def reply_env(settings: AgentSettings, job: ReplyJob, **files: Path) -> dict[str, str]:
+    """The environment of a task agent (command.agent_env) without the task's variables."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(_STRIP_PREFIXES) and key not in _STRIP
+    }
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env.update(settings.env)
+    env.update(job.env)
+    env["TASKGATE_AGENT"] = job.agent  # approvals refuse (R-CKP-02)
+    env.update({f"TASKGATE_{key.upper()}": str(path) for key, path in files.items()})
+    return env
+
+
+def _codex_command(codex: CodexBackend, job: ReplyJob, last: Path) -> list[str]:
+    """`codex exec` as CodexBackend.command builds it, for a directory instead of a worktree."""
+    cmd = [codex.executable, "exec", "--json", "--sandbox", codex.sandbox]
+    cmd += ["--cd", str(job.cwd), "--output-last-message", str(last)]
+    if codex.add_git_dir:
+        cmd += ["--add-dir", str(gitrepo.discover(job.cwd).common_dir)]
+    if codex.model:
+        cmd += ["--model", codex.model]
+    return [*cmd, *codex.args, "-"]
+
+
+def run_for_reply(settings: AgentSettings, job: ReplyJob) -> Reply:
+    """Run `settings.backend` (command, claude or codex) once and return its final reply."""
+    name = settings.backend
+    if name not in CLI_BACKENDS:
+        raise ValueError(f"backend {name!r} has no executable; use one of {CLI_BACKENDS}")
+    job.files_dir.mkdir(parents=True, exist_ok=True)
+    prompt_file = job.files_dir / f"{job.stem}.prompt.md"
+    answer = job.files_dir / f"{job.stem}.answer.json"
+    last = job.files_dir / f"{job.stem}.last-message.txt"
+    atomic_write(prompt_file, job.prompt)
+    answer.unlink(missing_ok=True)  # a stale reply from an earlier run means nothing
+    last.unlink(missing_ok=True)
+    stdin = job.prompt
+    if name == "command":
+        cmd = [*CommandBackend.from_settings(settings).command, *job.args]
+        stdin = job.prompt if job.stdin is None else job.stdin
+    elif name == "claude":
+        cmd = ClaudeBackend.from_settings(settings).command()
+    else:
+        cmd = _codex_command(CodexBackend.from_settings(settings), job, last)
+    proc = process.run(
+        cmd,
+        cwd=job.cwd,
+        env=reply_env(settings, job, prompt_file=prompt_file, result_file=answer),
+        stdin=stdin,
+        timeout=job.timeout_s,
+        kill_group=True,
+    )
+    raw = transcript(proc)
+    if raw:
+        atomic_write(job.files_dir / f"{job.stem}.output.txt", raw)
+    failed = Reply(ResultStatus.ERROR, exit_code=proc.returncode, raw_output=raw, backend=name)
+    if proc.timed_out:
+        return replace(
+            failed,
+            status=ResultStatus.TIMEOUT,
+            reason=f"no reply within {job.timeout_s:g} s; the agent's process group was killed",
+        )
+    if proc.returncode == 127 and not proc.stdout:
+        return replace(failed, reason=f"cannot run {cmd[0]!r}: {proc.stderr.strip()}")
+    if proc.returncode < 0:
+        return replace(failed, reason=f"the agent was killed by signal {-proc.returncode}")
+    if name == "command":
+        return _command_reply(proc, answer, failed)
+    if name == "claude":
+        return _claude_reply(proc, failed)
+    return _codex_reply(proc, last, failed)
+
+
+def _command_reply(proc: process.Result, answer: Path, failed: Reply) -> Reply:
+    if proc.returncode != 0:
+        said = extract_json_object(proc.stdout) or {}
+        message = said.get("message")
+        extra = message if isinstance(message, str) and message else tail(proc.stderr, 5)
+        reason = f"the agent exited with code {proc.returncode}"
+        return replace(failed, reason=f"{reason}: {extra}" if extra else reason)
+    text = read_text(answer) if answer.is_file() else None
+    return replace(failed, status=ResultStatus.COMPLETE, text=proc.stdout if text is None else text)
+
+
+def _claude_reply(proc: process.Result, failed: Reply) -> Reply:
+    data = result_object(proc.stdout)
+    if data is None:
+        detail = tail(proc.stderr, 5) or proc.stdout.strip()[:200] or "(no output)"
+        reason = f"claude printed no result object (exit {proc.returncode}): {detail}"
+        return replace(failed, reason=reason)
+    meta = {key: data[key] for key in ("session_id", "total_cost_usd", "num_turns") if key in data}
+    reply = data.get("result")
+    if data.get("is_error") or data.get("subtype") != "success" or not isinstance(reply, str):
+        errors = data.get("errors") or reply or "no details"
+        reason = f"claude run failed ({data.get('subtype', 'unknown')}): {errors}"
+        return replace(failed, reason=reason, meta=meta)
+    return replace(failed, status=ResultStatus.COMPLETE, text=reply, meta=meta)
+
+
+def _codex_reply(proc: process.Result, last: Path, failed: Reply) -> Reply:
+    events = read_events(proc.stdout)
+    failed = replace(failed, meta={"thread_id": events.thread_id, "usage": events.usage})
+    if events.count == 0:
+        detail = tail(proc.stderr, 5) or proc.stdout.strip()[:200] or "(no output)"
+        return replace(failed, reason=f"codex printed no JSON events (exit {proc.returncode}): {detail}")
+    if (events.errors and not events.completed) or proc.returncode != 0:
+        detail = "; ".join(events.errors) or tail(proc.stderr, 5) or "no details"
+        return replace(failed, reason=f"codex run failed (exit {proc.returncode}): {detail}")
+    final = (read_text(last) or "").strip() or (events.messages[-1] if events.messages else "")
+    if not final:
+        return replace(failed, reason="codex finished without a final agent message")
+    return replace(failed, status=ResultStatus.COMPLETE, text=final)
