@@ -10,7 +10,7 @@ from taskgate.engine.core import Engine, current_state
 from taskgate.engine.facts import review_round
 from taskgate.engine.flow import refuse_if
 from taskgate.errors import Refused, UsageError
-from taskgate.fsutil import file_size
+from taskgate.fsutil import atomic_write, file_size, read_text
 from taskgate.git import repo as gitrepo
 from taskgate.protocol import taskmd
 from taskgate.protocol.agents import UnknownAgentError, canonical_agent, check_agent_addition
@@ -212,7 +212,12 @@ def add_agent(engine: Engine, task: str, agent_text: str, *, why: str) -> AgentR
         engine.touch(tx, current, **changes)
         return row
 
-    return engine.step(task, body)
+    added = engine.step(task, body)
+    task_md = engine.ws.task_md(task)
+    text = read_text(task_md)
+    if text is not None:
+        atomic_write(task_md, taskmd.add_stakeholder(text, task, agent))
+    return added
 
 
 def check(engine: Engine, task: str) -> PartialReport:

@@ -63,3 +63,19 @@ def report_problem(size: int | None) -> str | None:
     if size < MIN_REPORT_BYTES:
         return f"too small ({size} bytes)"
     return None
+
+
+def add_stakeholder(task_md: str, task: str, agent: str) -> str:
+    """task.md with a placeholder for `agent` at the end of `## Stakeholder Agent Reports`
+    (R-AGT-22: an added agent belongs on the stakeholder list). Other sections, the plan
+    among them, stay byte-identical, so the plan hash does not move."""
+    if re.search(rf"^###[ \t]+{re.escape(agent)}[ \t]*$", task_md, re.MULTILINE):
+        return task_md
+    heading = re.search(r"^## Stakeholder Agent Reports[ \t]*$", task_md, re.MULTILINE)
+    entry = f"### {agent}\n\n_pending: {task}-{agent}-requirements.md_\n\n"
+    if heading is None:
+        return task_md.rstrip("\n") + f"\n\n## Stakeholder Agent Reports\n\n{entry}"
+    following = _LEVEL2.search(task_md, heading.end())
+    at = following.start() if following else len(task_md)
+    before = task_md[:at].rstrip("\n") + "\n\n"
+    return before + entry + task_md[at:]
