@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,8 +13,11 @@ from hypothesis import strategies as st
 from taskgate.protocol import agents as agt
 from taskgate.protocol.agents import (
     ADDITION_STATES,
+    BASE_SETS,
+    DEFAULT_AGENT_SETS,
     NON_STAKEHOLDERS,
     STAKEHOLDERS,
+    AgentSets,
     NonStakeholderAgentError,
     UnknownAgentError,
     addition_effects,
@@ -22,7 +29,7 @@ from taskgate.protocol.agents import (
     select_agents,
     verify_selection,
 )
-from taskgate.protocol.risk import classify
+from taskgate.protocol.risk import DEFAULT_RISK_CONFIG, classify
 from taskgate.protocol.states import ChangeType, RiskLevel, State
 
 H, M, L = RiskLevel.HIGH, RiskLevel.MEDIUM, RiskLevel.LOW
@@ -261,6 +268,66 @@ def test_R_AGT_11_respects_negative_rules_when_given_context() -> None:
     assert verify_selection(["architect"], {agt.NEW_CODE}, change_type=DOC) == []
 
 
+# --- configured agent sets ([risk.agents], issue 3) -----------------------------------------
+
+
+def test_default_agent_sets_are_the_seed_sets() -> None:
+    assert AgentSets() == DEFAULT_AGENT_SETS
+    assert [DEFAULT_AGENT_SETS.base(level) for level in (H, M, L)] == [
+        BASE_SETS[level][0] for level in (H, M, L)
+    ]
+    assert select_agents(H, CODE, {agt.NEW_CODE}, []) == select_agents(
+        H, CODE, {agt.NEW_CODE}, [], agent_sets=AgentSets()
+    )
+
+
+def test_configured_base_set_adds_agents_with_a_reason() -> None:
+    sets = AgentSets(medium=("tester", "engineer", "architect", "performance"))
+    assert sets.medium == ("architect", "quality", "test", "performance")  # C-11, R-AGT-10
+    agents, reasons = select_agents(M, CFG, set(), ["app.yml"], agent_sets=sets)
+    assert agents == ("architect", "quality", "test", "security", "performance")
+    assert reasons["performance"] == "taskgate.toml [risk.agents] medium"
+    assert reasons["quality"] == "R-AGT-05: MEDIUM base set"
+
+
+def test_configured_trait_additions_fire_on_the_trait() -> None:
+    sets = AgentSets(traits=(("performance", ("test", "builder")),))
+    assert sets.traits == (("PERFORMANCE", ("test", "build")),)
+    agents, reasons = select_agents(M, CODE, {agt.PERFORMANCE}, [], agent_sets=sets)
+    assert {"test", "build", "performance"} <= set(agents)
+    assert "taskgate.toml [risk.agents.traits] PERFORMANCE" in reasons["build"]
+    assert "build" not in select_agents(M, CFG, set(), ["app.yml"], agent_sets=sets)[0]
+
+
+def test_configured_sets_keep_the_negative_rules_unless_asked() -> None:
+    sets = AgentSets(low=("architect", "test"), traits=(("CONFIG_FILES", ("security",)),))
+    # R-AGT-09: documentation-only keeps {architect}; a LOW trait rule never brings security
+    assert select_agents(L, DOC, set(), ["docs/a.md"], agent_sets=sets)[0] == ("architect",)
+    assert select_agents(L, CFG, set(), ["app.yml"], agent_sets=sets)[0] == ("architect", "test")
+    docs = AgentSets(traits=(("DOCS_ONLY", ("usability",)),))
+    assert select_agents(L, DOC, set(), ["docs/a.md"], agent_sets=docs)[0] == (
+        "architect", "usability",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "fragment"),
+    [
+        ({"high": ("architect", "style", "quality")}, ValueError, "high drops build"),
+        ({"low": ()}, ValueError, "R-AGT-03, C-10"),
+        ({"low": ("architect", "reviewer")}, UnknownAgentError, "R-AGT-01"),
+        ({"medium": ("architect", "quality", "config")}, NonStakeholderAgentError, "R-AGT-02"),
+        ({"traits": (("SECRETS", ("security",)),)}, ValueError, "unknown trait 'SECRETS'"),
+        ({"traits": (("AUTH", ("auditor",)),)}, UnknownAgentError, "unknown agent 'auditor'"),
+    ],
+)
+def test_agent_sets_reject_names_drops_and_unknown_traits(
+    kwargs: dict[str, Any], error: type[Exception], fragment: str
+) -> None:
+    with pytest.raises(error, match=re.escape(fragment)):
+        AgentSets(**kwargs)
+
+
 # --- dynamic addition (R-AGT-14..R-AGT-21) --------------------------------------------------
 
 
@@ -385,3 +452,41 @@ def test_property_canonical_agent_accepts_only_stakeholders_and_aliases(name: st
         assert canonical_agent(name) in STAKEHOLDERS
     except UnknownAgentError:
         assert name.strip().lower() not in agt.AGENT_ALIASES
+
+
+AGENT_NAMES = st.lists(
+    st.sampled_from([*STAKEHOLDERS, "formatter", "engineer", "tester", "builder"]), max_size=4
+)
+
+
+@st.composite
+def agent_sets(draw: st.DrawFn) -> AgentSets:
+    """Any valid configuration: each level's seed set plus extras, and per-trait additions."""
+    high, medium, low = ((*draw(AGENT_NAMES), *BASE_SETS[level][0]) for level in (H, M, L))
+    rules = st.tuples(st.sampled_from(ALL_TRAITS), AGENT_NAMES.map(tuple))
+    return AgentSets(high=high, medium=medium, low=low, traits=tuple(draw(st.lists(rules))))
+
+
+@given(RISKS, CHANGES, TRAIT_SETS, FILES, agent_sets())
+def test_property_configured_sets_only_add_and_keep_every_invariant(
+    risk: RiskLevel, change: ChangeType, traits: frozenset[str], files: list[str], sets: AgentSets
+) -> None:
+    default, _ = select_agents(risk, change, traits, files)
+    agents, reasons = select_agents(risk, change, traits, files, agent_sets=sets)
+    assert set(default) <= set(agents)  # configuration adds, never makes it more lenient
+    assert agents[0] == "architect"  # R-AGT-03, C-10
+    assert set(agents) <= set(STAKEHOLDERS)  # R-AGT-01/02
+    assert agents == tuple(a for a in STAKEHOLDERS if a in agents) and set(reasons) == set(agents)
+    traits_seen = traits | detect_traits(files, "")
+    assert verify_selection(agents, traits_seen, risk=risk, change_type=change) == []  # R-AGT-11
+    assert select_agents(risk, change, traits, files, agent_sets=sets) == (agents, reasons)
+
+
+@given(st.lists(st.sampled_from(["src/a.py", "docs/a.md", "app.yml", "web/x.tsx"])), agent_sets())
+def test_property_classify_with_configured_sets_contains_the_default_selection(
+    paths: list[str], sets: AgentSets
+) -> None:
+    config = replace(DEFAULT_RISK_CONFIG, agents=sets)
+    assert set(classify(paths, "add a parser").agents) <= set(
+        classify(paths, "add a parser", config=config).agents
+    )

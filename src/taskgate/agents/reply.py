@@ -167,7 +167,9 @@ def _claude_reply(proc: process.Result, failed: Reply) -> Reply:
         detail = tail(proc.stderr, 5) or proc.stdout.strip()[:200] or "(no output)"
         reason = f"claude printed no result object (exit {proc.returncode}): {detail}"
         return replace(failed, reason=reason)
-    meta = {key: data[key] for key in ("session_id", "total_cost_usd", "num_turns") if key in data}
+    meta: dict[str, Any] = {
+        key: data[key] for key in ("session_id", "total_cost_usd", "num_turns") if key in data
+    }
     reply = data.get("result")
     if data.get("is_error") or data.get("subtype") != "success" or not isinstance(reply, str):
         errors = data.get("errors") or reply or "no details"
@@ -181,7 +183,9 @@ def _codex_reply(proc: process.Result, last: Path, failed: Reply) -> Reply:
     failed = replace(failed, meta={"thread_id": events.thread_id, "usage": events.usage})
     if events.count == 0:
         detail = tail(proc.stderr, 5) or proc.stdout.strip()[:200] or "(no output)"
-        return replace(failed, reason=f"codex printed no JSON events (exit {proc.returncode}): {detail}")
+        return replace(
+            failed, reason=f"codex printed no JSON events (exit {proc.returncode}): {detail}"
+        )
     if (events.errors and not events.completed) or proc.returncode != 0:
         detail = "; ".join(events.errors) or tail(proc.stderr, 5) or "no details"
         return replace(failed, reason=f"codex run failed (exit {proc.returncode}): {detail}")

@@ -91,17 +91,25 @@ def _responder(state: SpecState, demo: bool) -> Any:
 
 
 def _agents_config(args: argparse.Namespace) -> dict[str, Any]:
+    """A new workflow's agents: the flags, else taskgate.toml's [spec] backend."""
     from taskgate.spec.agents import agents_config
+    from taskgate.spec.backends import load_spec_config
 
-    return agents_config(getattr(args, "script", None), getattr(args, "agent_command", None))
+    script, command = getattr(args, "script", None), getattr(args, "agent_command", None)
+    configured = "scripted"
+    if not (script or command or args.demo):  # the demo never needs taskgate.toml
+        configured = load_spec_config(_where(args)[0]).backend
+    return agents_config(script, command, demo=args.demo, configured=configured)
 
 
 def _workflow(paths: SpecPaths, state: SpecState, args: argparse.Namespace) -> Workflow:
     from taskgate.spec.agents import SpecAgents, backend_from
+    from taskgate.spec.backends import SpecPlace
     from taskgate.spec.loop import Workflow
 
     notify = None if args.json else (lambda text: print(f"  {text}"))
-    return Workflow(paths, state, SpecAgents(backend_from(state.agents)), notify=notify)
+    backend = backend_from(state.agents, SpecPlace(_where(args)[0], paths))
+    return Workflow(paths, state, SpecAgents(backend), notify=notify)
 
 
 def _run(
@@ -477,7 +485,10 @@ def register(add: Any) -> None:
     s.add_argument("description")
     s.add_argument("--name", help="short name of specs/NNN-NAME (default: from the description)")
     s.add_argument("--script", help="JSON scenario for the scripted agents (see docs/spec.md)")
-    s.add_argument("--agent-command", help="executable run as 'EXE ROLE' (JSON in, JSON out)")
+    s.add_argument(
+        "--agent-command",
+        help="executable run as 'EXE ROLE' (JSON in, JSON out); default: [spec] backend",
+    )
     choice = s.add_mutually_exclusive_group()
     choice.add_argument("--resume", action="store_true", help="resume a matching workflow")
     choice.add_argument("--fresh", action="store_true", help="delete it and start again")

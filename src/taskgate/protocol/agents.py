@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Protocol
 
+from taskgate.protocol.filekinds import file_kind as file_kind
+from taskgate.protocol.filekinds import is_style_config
+from taskgate.protocol.filekinds import is_test_path as is_test_path
 from taskgate.protocol.states import ChangeType, RiskLevel, State
 from taskgate.protocol.violations import Violation
 
@@ -97,86 +100,7 @@ def canonical_agents(names: Iterable[str]) -> tuple[str, ...]:
 
 
 # ---------------------------------------------------------------------------------------------
-# File kinds. risk.py builds its language-neutral default patterns from these tuples so that the
-# risk table and change-type detection never disagree about what a build or CI file is.
-
-CODE_EXTENSIONS: tuple[str, ...] = (
-    ".py", ".pyi", ".java", ".kt", ".scala", ".groovy", ".ts", ".tsx", ".js", ".jsx", ".mjs",
-    ".cjs", ".vue", ".svelte", ".go", ".rs", ".c", ".h", ".cc", ".cpp", ".hpp", ".cs", ".rb",
-    ".php", ".swift", ".m", ".dart", ".lua", ".pl", ".sh", ".bash", ".sql", ".ex", ".exs",
-)  # fmt: skip
-DOC_EXTENSIONS = (".md", ".markdown", ".rst", ".txt", ".adoc", ".log")
-_DOC_NAME_RE = re.compile(
-    r"(readme|license|licence|changelog|changes|copying|notice|authors|contributing"
-    r"|code_of_conduct|history)([._-].*)?",
-    re.IGNORECASE,
-)
-_DOC_ASSET_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp")
-CONFIG_EXTENSIONS = (".properties", ".yml", ".yaml", ".json", ".toml", ".ini", ".cfg", ".conf",
-                     ".env", ".xml")  # fmt: skip
-# Basename globs (gitignore patterns without "/" mean the same). C-39: never config-only.
-BUILD_FILE_GLOBS: tuple[str, ...] = (
-    "pom.xml", "pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt", "Pipfile",
-    "Pipfile.lock", "poetry.lock", "uv.lock", "tox.ini", "noxfile.py", "package.json",
-    "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "tsconfig*.json", "go.mod", "go.sum",
-    "Cargo.toml", "Cargo.lock", "Makefile", "GNUmakefile", "*.mk", "CMakeLists.txt",
-    "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts", "gradlew",
-    "mvnw", "build.xml", "Dockerfile", "meson.build", "BUILD.bazel", "WORKSPACE",
-)  # fmt: skip
-CI_FILE_GLOBS: tuple[str, ...] = (
-    ".gitlab-ci.yml", ".travis.yml", "azure-pipelines.yml", "bitbucket-pipelines.yml",
-    "Jenkinsfile", ".pre-commit-config.yaml",
-)  # fmt: skip
-CI_DIRS = (".github", ".circleci", ".gitlab")
-# Style enforcement, like checkstyle in D-RSK-1; also FORMATTING_RULES when modified.
-STYLE_CONFIG_GLOBS: tuple[str, ...] = (
-    "checkstyle*.xml", ".editorconfig", ".prettierrc*", "prettier.config.*", ".eslintrc*",
-    "eslint.config.*", "ruff.toml", ".ruff.toml", ".flake8", ".pylintrc", ".clang-format",
-    "rustfmt.toml", ".rustfmt.toml", ".golangci.y*ml", ".stylelintrc*",
-)  # fmt: skip
-
-
-def _basename_regex(globs: Sequence[str]) -> re.Pattern[str]:
-    return re.compile("|".join(fnmatch.translate(g) for g in globs))
-
-
-_BUILD_RE = _basename_regex(BUILD_FILE_GLOBS)
-_CI_RE = _basename_regex(CI_FILE_GLOBS)
-_STYLE_RE = _basename_regex(STYLE_CONFIG_GLOBS)
-_TEST_NAME_RE = re.compile(
-    r"(test_.*\.py|.*_test\.(py|go)|conftest\.py|.*Tests?\.(java|kt|scala|cs)"
-    r"|.*\.(test|spec)\.[cm]?[jt]sx?)"
-)
-_TEST_DIRS = frozenset({"test", "tests", "__tests__", "testdata", "spec", "specs"})
-
-
-def file_kind(path: str) -> str:
-    """One of build, ci, code, doc, config, other for a repo-relative path (D-WFV-2, C-39)."""
-    segments = path.split("/")
-    name = segments[-1]
-    lower = name.lower()
-    if _BUILD_RE.match(name):
-        return "build"
-    if _CI_RE.match(name) or (len(segments) > 1 and segments[0] in CI_DIRS):
-        return "ci"
-    if lower.endswith(CODE_EXTENSIONS):
-        return "code"
-    if lower.endswith(DOC_EXTENSIONS) or _DOC_NAME_RE.fullmatch(name):
-        return "doc"
-    if segments[0] in ("docs", "doc") and lower.endswith(_DOC_ASSET_EXTENSIONS):
-        return "doc"
-    if lower.endswith(CONFIG_EXTENSIONS) or (lower.startswith(".") and "." not in lower[1:]):
-        return "config"
-    return "other"
-
-
-def is_test_path(path: str) -> bool:
-    """True for test sources by directory or file-name convention (Java, Python, Go, JS/TS)."""
-    segments = path.split("/")
-    return bool(_TEST_DIRS.intersection(segments[:-1])) or bool(
-        _TEST_NAME_RE.fullmatch(segments[-1])
-    )
-
+# Security paths and change types; file kinds themselves live in filekinds.py.
 
 _CAMEL_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _WORD_RE = re.compile(r"[a-z0-9]+")
@@ -304,9 +228,7 @@ def detect_traits(paths: Sequence[str], text: str = "") -> frozenset[str]:
         traits.add(CONFIG_FILES)
     if any(p.lower().endswith(_UI_EXTENSIONS) for p in paths):
         traits.add(USER_FACING)
-    if any(
-        _STYLE_RE.match(p.rsplit("/", 1)[-1]) or p.startswith("docs/code-style/") for p in paths
-    ):
+    if any(is_style_config(p) or p.startswith("docs/code-style/") for p in paths):
         traits.add(FORMATTING_RULES)
     if SOURCE_CODE in traits or (not paths and words & _IMPL_WORDS):
         traits.add(IMPLEMENTATION)
@@ -354,7 +276,8 @@ def effective_traits(
 # ---------------------------------------------------------------------------------------------
 # Selection (R-AGT-03..10) and the verification checklist (R-AGT-11).
 
-_BASE_SETS = MappingProxyType({
+# The seeds' base sets are floors: [risk.agents] in taskgate.toml may add to them, never remove.
+BASE_SETS = MappingProxyType({
     RiskLevel.HIGH: (("architect", "style", "quality", "build"), "R-AGT-04: HIGH base set"),
     RiskLevel.MEDIUM: (("architect", "quality"), "R-AGT-05: MEDIUM base set"),
     RiskLevel.LOW: (("architect",), "R-AGT-06: LOW set"),
@@ -383,6 +306,46 @@ CHECKLIST: tuple[tuple[frozenset[str], str, str], ...] = (
 )  # fmt: skip
 
 
+def base_set_problem(level: RiskLevel, agents: Iterable[str]) -> str | None:
+    """Why canonical `agents` cannot be `level`'s base set: it drops the seed's, or None."""
+    floor, rule = BASE_SETS[level]
+    if not (missing := [a for a in floor if a not in agents]):
+        return None
+    why = (
+        " (architect is required for every task, R-AGT-03, C-10)" if "architect" in missing else ""
+    )
+    return f"drops {', '.join(missing)} from the {rule.split(':')[0]} base set{why}"
+
+
+@dataclass(frozen=True)
+class AgentSets:
+    """[risk.agents]: a base set per risk level and extra agents per trait; adds, never drops."""
+
+    high: tuple[str, ...] = BASE_SETS[RiskLevel.HIGH][0]
+    medium: tuple[str, ...] = BASE_SETS[RiskLevel.MEDIUM][0]
+    low: tuple[str, ...] = BASE_SETS[RiskLevel.LOW][0]
+    traits: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (trait, agents) rules, in order
+
+    def __post_init__(self) -> None:
+        for level in BASE_SETS:  # names become canonical; R-AGT-01/02 raise on bad ones
+            agents = canonical_agents(getattr(self, level.lower()))
+            if problem := base_set_problem(level, agents):
+                raise ValueError(f"{level.lower()} {problem}")
+            object.__setattr__(self, level.lower(), agents)
+        for trait, _ in self.traits:
+            if trait.upper() not in TRAITS:
+                raise ValueError(f"unknown trait {trait!r}; traits: {', '.join(sorted(TRAITS))}")
+        rules = tuple((t.upper(), canonical_agents(a)) for t, a in self.traits)
+        object.__setattr__(self, "traits", rules)
+
+    def base(self, level: RiskLevel) -> tuple[str, ...]:
+        """The base set for `level`: the seed's, plus what taskgate.toml adds."""
+        return tuple(getattr(self, level.lower()))
+
+
+DEFAULT_AGENT_SETS = AgentSets()
+
+
 class HasPath(Protocol):
     """Anything with a repo-relative `path` (risk.FileRisk)."""
 
@@ -395,10 +358,12 @@ def select_agents(
     change_type: ChangeType,
     traits: Iterable[str],
     files: Iterable[str | HasPath] = (),
+    *,
+    agent_sets: AgentSets = DEFAULT_AGENT_SETS,
 ) -> tuple[tuple[str, ...], dict[str, str]]:
     """Required agents in canonical order and why each was chosen (R-AGT-03..R-AGT-10)."""
     paths = [f if isinstance(f, str) else f.path for f in files]
-    level = RiskLevel(risk) if risk in _BASE_SETS else RiskLevel.HIGH  # R-WFV-05: unknown → HIGH
+    level = RiskLevel(risk) if risk in BASE_SETS else RiskLevel.HIGH  # R-WFV-05: unknown → HIGH
     eff = effective_traits(set(traits) | detect_traits(paths), level, change_type)
     reasons: dict[str, list[str]] = {"architect": ["R-AGT-03: required for every task (C-10)"]}
 
@@ -409,12 +374,16 @@ def select_agents(
     if DOCS_ONLY in eff:
         add(["architect"], "R-AGT-09: documentation-only change")
     else:
-        add(*_BASE_SETS[level])
+        floor, rule = BASE_SETS[level]
+        add(floor, rule)
+        extra = [a for a in agent_sets.base(level) if a not in floor]
+        add(extra, f"taskgate.toml [risk.agents] {level.lower()}")
         if level is RiskLevel.MEDIUM and CONFIG_FILES in eff:
             add(["security"], "R-AGT-05, C-38: configuration or resource files at MEDIUM")
     # R-AGT-09: at LOW only authentication brings security, whichever rule asks for it.
     barred = {"security"} if level == RiskLevel.LOW and AUTH not in eff else set()
-    for trait, agents, reason in _TRAIT_RULES:
+    configured = [(t, a, f"taskgate.toml [risk.agents.traits] {t}") for t, a in agent_sets.traits]
+    for trait, agents, reason in (*_TRAIT_RULES, *configured):
         if trait in eff:
             add([a for a in agents if a not in barred], reason)
     for needed_by, agent, question in CHECKLIST:

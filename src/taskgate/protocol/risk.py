@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from taskgate.protocol import agents as agt
+from taskgate.protocol import filekinds as fk
+from taskgate.protocol.globs import compile_glob as compile_glob
+from taskgate.protocol.globs import keyed_regex, normalize_path, normalize_pattern
+from taskgate.protocol.globs import pattern_problem as pattern_problem
 from taskgate.protocol.states import ChangeType, RiskLevel, State
 from taskgate.protocol.violations import Violation
 from taskgate.protocol.workflow import FULL_PATH as FULL_PATH
@@ -23,8 +27,6 @@ ESCALATION_KEYWORDS: tuple[str, ...] = (
 METHOD_PATTERN = "pattern match"
 METHOD_KEYWORD = "keyword trigger"
 METHOD_OVERRIDE = "manual override"
-# ---------------------------------------------------------------------------------------------
-# Gitignore-style globs (R-RSK-07).
 
 
 class RiskConfigError(ValueError):
@@ -33,128 +35,6 @@ class RiskConfigError(ValueError):
     def __init__(self, message: str, line: int | None = None) -> None:
         super().__init__(message)
         self.line = line
-
-
-def normalize_pattern(pattern: str) -> str:
-    """Drop './' prefixes and empty or '.' segments, keeping a trailing '/' (directory)."""
-    trailing = "/" if pattern.endswith("/") else ""
-    segments = [s for s in pattern.split("/") if s not in ("", ".")]
-    return "/".join(segments) + (trailing if segments else "")
-
-
-def _segment_regex(segment: str, stop: str = "/") -> str:
-    """One path segment: '*' and '?' never cross `stop`, '[...]' is a character class."""
-    out: list[str] = []
-    i = 0
-    while i < len(segment):
-        char = segment[i]
-        if char == "*":
-            while i + 1 < len(segment) and segment[i + 1] == "*":
-                i += 1  # gitignore: other consecutive asterisks are plain asterisks
-            out.append(f"[^{stop}]*")
-        elif char == "?":
-            out.append(f"[^{stop}]")
-        elif char == "[":
-            j = i + 1
-            negate = j < len(segment) and segment[j] in "!^"
-            j += negate
-            start = j
-            j += j < len(segment) and segment[j] == "]"  # a leading ']' is literal
-            while j < len(segment) and segment[j] != "]":
-                j += 1
-            if j >= len(segment):
-                raise ValueError("has an unbalanced '['")
-            body = segment[start:j]
-            escaped = "".join(
-                c if c == "-" and 0 < k < len(body) - 1 else re.escape(c)
-                for k, c in enumerate(body)
-            )
-            out.append(f"[^{escaped}{stop}]" if negate else f"[{escaped}]")
-            i = j
-        else:
-            out.append(re.escape(char))
-        i += 1
-    return "".join(out)
-
-
-_PATTERN_RULES: tuple[tuple[str, str], ...] = (  # (regex that must not match, problem)
-    (r"\s*", "is empty"),
-    (r"\s.*|.*\s", "has leading or trailing whitespace"),
-    (r".*\x00.*", "contains a NUL character"),
-    (r".*\\.*", "contains a backslash; use '/' separators (escapes are not supported)"),
-    (r"/.*", "is an absolute path; patterns are repository-relative (R-RSK-07)"),
-    (r"(.*/)?\.\.(/.*)?", "contains a '..' segment; patterns cannot leave the repository"),
-    (r"!.*", "is a negation; '!' is not supported, order the tiers instead"),
-)
-
-
-def _checked(pattern: str) -> str:
-    """The normalised pattern; ValueError says what is wrong with it."""
-    for regex, problem in _PATTERN_RULES:
-        if re.fullmatch(regex, pattern, re.DOTALL):
-            raise ValueError(problem)
-    normal = normalize_pattern(pattern)
-    if not normal:
-        raise ValueError("matches nothing after removing './'")
-    return normal
-
-
-def glob_regex(pattern: str) -> str:
-    """The regex source for a gitignore-style pattern; ValueError says what is wrong."""
-    normal = _checked(pattern)
-    directory = normal.endswith("/")  # 'build/' means everything below a directory 'build'
-    body = normal.rstrip("/")
-    # R-RSK-07: without '/' the pattern matches the basename at any depth.
-    out = "" if "/" in body else "(?:.*/)?"
-    segments = body.split("/")
-    for index, segment in enumerate(segments):
-        last = index == len(segments) - 1
-        if segment == "**":
-            out += ".+" if last else "(?:.*/)?"  # '**' spans zero or more directories
-        else:
-            out += _segment_regex(segment) + ("" if last else "/")
-    return out + ("/.+" if directory else "")
-
-
-def _keyed_regex(pattern: str) -> str:
-    """The regex for `basename NUL path`: basename patterns never scan the directories."""
-    normal = _checked(pattern)
-    if "/" not in normal and normal != "**":
-        return _segment_regex(normal, stop="/\x00") + "\x00"
-    return f"[^\x00]*\x00(?:{glob_regex(pattern)})\\Z"
-
-
-def compile_glob(pattern: str) -> re.Pattern[str]:
-    """Compile a gitignore-style pattern to a regex matching whole repo-relative paths."""
-    try:
-        return re.compile(rf"(?:{glob_regex(pattern)})\Z", re.DOTALL)
-    except re.error as error:
-        raise ValueError(f"is not a valid glob ({error})") from None
-
-
-def pattern_problem(pattern: str) -> str | None:
-    """Why `pattern` is not a valid risk pattern, or None when it is."""
-    try:
-        compile_glob(pattern)
-    except ValueError as error:
-        return str(error)
-    return None
-
-
-def normalize_path(path: str) -> str | None:
-    """Repo-relative '/' path without './', '.' or resolved '..'; None when outside the repo."""
-    path = path.strip()
-    if path.startswith("/"):
-        return None
-    parts: list[str] = []
-    for segment in path.split("/"):
-        if segment == "..":
-            if not parts:
-                return None
-            parts.pop()
-        elif segment not in ("", "."):
-            parts.append(segment)
-    return "/".join(parts) or None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,10 +87,10 @@ def _neutral(globs: Iterable[str], note: str) -> tuple[RiskPattern, ...]:
 
 # Language-neutral defaults so Python, TypeScript, Go… repositories classify sensibly.
 NEUTRAL_HIGH = (
-    *_neutral(agt.BUILD_FILE_GLOBS, "build configuration"),
-    *_neutral(agt.CI_FILE_GLOBS, "CI configuration"),
-    *_neutral((f"{d}/**" for d in agt.CI_DIRS if d != ".github"), "CI configuration"),
-    *_neutral(agt.STYLE_CONFIG_GLOBS, "style enforcement"),
+    *_neutral(fk.BUILD_FILE_GLOBS, "build configuration"),
+    *_neutral(fk.CI_FILE_GLOBS, "CI configuration"),
+    *_neutral((f"{d}/**" for d in fk.CI_DIRS if d != ".github"), "CI configuration"),
+    *_neutral(fk.STYLE_CONFIG_GLOBS, "style enforcement"),
     *_tier(_H, ("**/auth/**", "authentication components"), ("AGENTS.md", "agent instructions"),
            ("taskgate.toml", "protocol configuration")),
 )  # fmt: skip
@@ -221,7 +101,7 @@ NEUTRAL_MEDIUM = _tier(
     ("*.test.[jt]s", "tests"), ("*.test.[jt]sx", "tests"), ("*.spec.[jt]s", "tests"),
     ("*.spec.[jt]sx", "tests"),
 )  # fmt: skip
-NEUTRAL_SOURCE = _tier(_H, *((f"**/*{ext}", "source code") for ext in agt.CODE_EXTENSIONS))
+NEUTRAL_SOURCE = _tier(_H, *((f"**/*{ext}", "source code") for ext in fk.CODE_EXTENSIONS))
 NEUTRAL_LOW = _tier(
     _L, ("*.rst", "documentation"), ("*.adoc", "documentation"), ("docs/**", "documentation"),
     ("LICENSE*", "legal"), ("CHANGELOG*", "changelog"), exclude=_PROTECTED_DOCS,
@@ -239,13 +119,14 @@ class FileRisk:
 
 @dataclass(frozen=True)
 class RiskConfig:
-    """Pattern tiers in R-RSK-06 order (high, medium, source, low) and escalation keywords."""
+    """Pattern tiers in R-RSK-06 order (high, medium, source, low), keywords and agent sets."""
 
     high: tuple[RiskPattern, ...] = SEED_HIGH + NEUTRAL_HIGH  # 1. specific HIGH
     medium: tuple[RiskPattern, ...] = SEED_MEDIUM + NEUTRAL_MEDIUM  # 2. MEDIUM
     source: tuple[RiskPattern, ...] = SEED_SOURCE + NEUTRAL_SOURCE  # 3. general HIGH
     low: tuple[RiskPattern, ...] = SEED_LOW + NEUTRAL_LOW  # 4. LOW; 5. no match → HIGH
     keywords: tuple[str, ...] = ESCALATION_KEYWORDS
+    agents: agt.AgentSets = agt.DEFAULT_AGENT_SETS  # [risk.agents]: adds to the seeds' sets
     _matcher: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _keyword_res: tuple[tuple[str, re.Pattern[str]], ...] = field(
         init=False, repr=False, compare=False
@@ -263,8 +144,8 @@ class RiskConfig:
         alternatives = []
         for entry in self._patterns:
             try:
-                exclusions = "".join(f"(?!{_keyed_regex(x)})" for x in entry.exclude)
-                alternatives.append(f"({exclusions}{_keyed_regex(entry.pattern)})")
+                exclusions = "".join(f"(?!{keyed_regex(x)})" for x in entry.exclude)
+                alternatives.append(f"({exclusions}{keyed_regex(entry.pattern)})")
             except ValueError as error:
                 raise RiskConfigError(f"risk pattern {entry.pattern!r} {error}") from None
         matcher = re.compile("|".join(alternatives) or "(?!)", re.DOTALL)
@@ -316,42 +197,77 @@ def escalation_keywords(
 DEFAULT_RISK_CONFIG = RiskConfig()
 
 _TIER_KEYS = MappingProxyType({"high": _H, "medium": _M, "source": _H, "low": _L})
-_CONFIG_KEYS = (*_TIER_KEYS, "keywords", "replace_defaults", "replace_default_keywords")
-_RISK_HEADER_RE = re.compile(r"\s*\[\s*risk\s*\]\s*(#.*)?")
+_CONFIG_KEYS = (*_TIER_KEYS, "keywords", "replace_defaults", "replace_default_keywords", "agents")
+_AGENT_KEYS = ("high", "medium", "low", "traits")
+# A table header ([a.b] or [[a.b]]) or the dotted key at the start of a `key = value` line.
+_HEADER_RE = re.compile(r"\s*(\[\[?)([^\[\]]+)\]\]?\s*(?:#.*)?")
+_KEY_RE = re.compile(
+    r"""\s*((?:[\w-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[\w-]+|"[^"]*"|'[^']*'))*)\s*="""
+)
 
 
-def _find_line(source_text: str, key: str, value: object = None) -> int | None:
-    """The 1-based line of `value` under `key =` after the [risk] header, else of the key."""
-    lines = source_text.splitlines()
-    header = next((n for n, line in enumerate(lines) if _RISK_HEADER_RE.fullmatch(line)), 0)
-    key_re = re.compile(rf"\s*(?:risk\s*\.\s*)?{re.escape(key)}\s*=")
-    key_line = next((n for n in range(header, len(lines)) if key_re.match(lines[n])), None)
-    if key_line is None:
+def _dotted(text: str) -> tuple[str, ...]:
+    return tuple(part.strip().strip("\"'") for part in text.split("."))
+
+
+def _find_line(source_text: str, path: tuple[str, ...], value: object = None) -> int | None:
+    """The 1-based line of `value` under the [risk] key `path`, else of the key or its table."""
+    target, lines = ("risk", *path), source_text.splitlines()
+    table: tuple[str, ...] = ()
+    found, depth = None, 0
+    for number, line in enumerate(lines):
+        if header := _HEADER_RE.fullmatch(line):
+            table = full = _dotted(header[2]) + (("[]",) if header[1] == "[[" else ())
+        elif key := _KEY_RE.match(line):
+            full = table + _dotted(key[1])
+        else:
+            continue
+        if depth < len(full) <= len(target) and full == target[: len(full)]:
+            found, depth = number, len(full)
+            if full == target:
+                break
+    if found is None:
         return None
-    if isinstance(value, str):  # as a TOML basic or literal string
+    if isinstance(value, str):  # as a TOML basic or literal string, before the next table
         basic = value.replace("\\", "\\\\").replace('"', '\\"').replace("\x00", "\\u0000")
-        for number in range(key_line, len(lines)):
+        for number in range(found, len(lines)):
+            if number > found and _HEADER_RE.fullmatch(lines[number]):
+                break
             if f'"{basic}"' in lines[number] or f"'{value}'" in lines[number]:
                 return number + 1
-    return key_line + 1
+    return found + 1
 
 
-def _config_error(source_text: str, key: str, value: object, message: str) -> RiskConfigError:
-    line = _find_line(source_text, key, value)
+def _config_error(
+    source_text: str, path: tuple[str, ...], value: object, message: str
+) -> RiskConfigError:
+    line = _find_line(source_text, path, value)
     where = f"taskgate.toml line {line}" if line else "taskgate.toml"
-    return RiskConfigError(f"{where}: [risk] {message}", line)
+    return RiskConfigError(f"{where}: [{'.'.join(('risk', *path[:-1]))}] {message}", line)
 
 
-def _string_list(table: Mapping[str, object], key: str, source_text: str) -> list[str]:
+def _known_keys(
+    table: Mapping[str, object], path: tuple[str, ...], valid: Sequence[str], source_text: str
+) -> None:
+    for key in table:
+        if key not in valid:
+            raise _config_error(
+                source_text, (*path, str(key)), None,
+                f"unknown key {key!r}; valid keys: {', '.join(valid)}",
+            )  # fmt: skip
+
+
+def _string_list(table: Mapping[str, object], path: tuple[str, ...], source_text: str) -> list[str]:
+    key = path[-1]
     value = table.get(key, [])
     if not isinstance(value, list | tuple):
         raise _config_error(
-            source_text, key, None, f"{key} must be a list of strings, got {type(value).__name__}"
+            source_text, path, None, f"{key} must be a list of strings, got {type(value).__name__}"
         )
     for index, item in enumerate(value, 1):
         if not isinstance(item, str):
             raise _config_error(
-                source_text, key, item,
+                source_text, path, item,
                 f"{key}: entry {index} must be a string, got {type(item).__name__}",
             )  # fmt: skip
     return list(value)
@@ -360,7 +276,7 @@ def _string_list(table: Mapping[str, object], key: str, source_text: str) -> lis
 def _flag(table: Mapping[str, object], key: str, source_text: str) -> bool:
     value = table.get(key, False)
     if not isinstance(value, bool):
-        raise _config_error(source_text, key, None, f"{key} must be true or false")
+        raise _config_error(source_text, (key,), None, f"{key} must be true or false")
     return value
 
 
@@ -368,32 +284,83 @@ def parse_risk_config(table: Mapping[str, object], source_text: str = "") -> Ris
     """Build a RiskConfig from taskgate.toml's [risk] table; user patterns go first in a tier."""
     if not isinstance(table, Mapping):
         raise RiskConfigError("taskgate.toml: [risk] must be a table")
-    for key in table:
-        if key not in _CONFIG_KEYS:
-            raise _config_error(
-                source_text, str(key), None,
-                f"unknown key {key!r}; valid keys: {', '.join(_CONFIG_KEYS)}",
-            )  # fmt: skip
-    replace = _flag(table, "replace_defaults", source_text)
+    _known_keys(table, (), _CONFIG_KEYS, source_text)
+    replace_defaults = _flag(table, "replace_defaults", source_text)
     tiers: dict[str, tuple[RiskPattern, ...]] = {}
     for key, level in _TIER_KEYS.items():
         entries = []
-        for pattern in _string_list(table, key, source_text):
+        for pattern in _string_list(table, (key,), source_text):
             problem = pattern_problem(pattern)
             if problem:
-                raise _config_error(source_text, key, pattern, f"{key}: {pattern!r} {problem}")
+                raise _config_error(source_text, (key,), pattern, f"{key}: {pattern!r} {problem}")
             entries.append(RiskPattern(normalize_pattern(pattern), level, f"taskgate.toml {key}"))
-        defaults: tuple[RiskPattern, ...] = () if replace else getattr(DEFAULT_RISK_CONFIG, key)
+        defaults: tuple[RiskPattern, ...] = (
+            () if replace_defaults else getattr(DEFAULT_RISK_CONFIG, key)
+        )
         tiers[key] = tuple(entries) + defaults
-    keywords = _string_list(table, "keywords", source_text)
+    keywords = _string_list(table, ("keywords",), source_text)
     for keyword in keywords:
         if not re.search(r"\w", keyword):
             raise _config_error(
-                source_text, "keywords", keyword, f"keywords: {keyword!r} has no word characters"
+                source_text, ("keywords",), keyword, f"keywords: {keyword!r} has no word characters"
             )
     if not _flag(table, "replace_default_keywords", source_text):
         keywords = [*keywords, *ESCALATION_KEYWORDS]
-    return RiskConfig(**tiers, keywords=_normalize_keywords(keywords))
+    agents = _agent_sets(table, source_text)
+    return RiskConfig(**tiers, keywords=_normalize_keywords(keywords), agents=agents)
+
+
+def _table(
+    table: Mapping[str, object], path: tuple[str, ...], source_text: str
+) -> Mapping[str, object]:
+    value = table.get(path[-1], {})
+    if not isinstance(value, Mapping):
+        raise _config_error(
+            source_text, path, None, f"{path[-1]} must be a table, got {type(value).__name__}"
+        )
+    return value
+
+
+def _agent_list(
+    table: Mapping[str, object], path: tuple[str, ...], source_text: str
+) -> tuple[str, ...]:
+    """Canonical names (C-11); an unknown or non-stakeholder name is an error (R-AGT-01/02)."""
+    names = []
+    for name in _string_list(table, path, source_text):
+        try:
+            names.append(agt.canonical_agent(name))
+        except agt.UnknownAgentError as error:
+            message = f"{path[-1]}: {error.message}; {error.hint}"
+            raise _config_error(source_text, path, name, message) from None
+    return agt.canonical_agents(names)
+
+
+def _agent_sets(table: Mapping[str, object], source_text: str) -> agt.AgentSets:
+    """[risk.agents]: base sets per level and per-trait additions; they add, never remove."""
+    agents = _table(table, ("agents",), source_text)
+    _known_keys(agents, ("agents",), _AGENT_KEYS, source_text)
+    default, levels = agt.DEFAULT_AGENT_SETS, dict[str, tuple[str, ...]]()
+    for level in (_H, _M, _L):
+        if (key := level.lower()) in agents:
+            names = _agent_list(agents, ("agents", key), source_text)
+            if problem := agt.base_set_problem(level, names):
+                message = f"{key} {problem}; configured sets can add agents, never remove them"
+                raise _config_error(source_text, ("agents", key), None, message)
+            levels[key] = names
+    traits = _table(agents, ("agents", "traits"), source_text)
+    rules = []
+    for trait in traits:
+        path = ("agents", "traits", str(trait))
+        if str(trait).upper() not in agt.TRAITS:
+            valid = ", ".join(sorted(agt.TRAITS))
+            raise _config_error(
+                source_text, path, None, f"unknown trait {trait!r}; traits: {valid}"
+            )
+        rules.append((str(trait).upper(), _agent_list(traits, path, source_text)))
+    return agt.AgentSets(
+        high=levels.get("high", default.high), medium=levels.get("medium", default.medium),
+        low=levels.get("low", default.low), traits=tuple(rules),
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -445,7 +412,7 @@ def _module_of(path: str) -> str:
 def content_signals(files: Sequence[FileRisk]) -> tuple[str, ...]:
     """Content-analysis triggers from the file set (R-RSK-09: cross-module, security)."""
     inside = [f.path for f in files if normalize_path(f.path) == f.path]
-    sources = [p for p in inside if agt.file_kind(p) == "code" and not agt.is_test_path(p)]
+    sources = [p for p in inside if fk.file_kind(p) == "code" and not fk.is_test_path(p)]
     signals = []
     if len({_module_of(p) for p in sources}) >= 2:
         signals.append("content:cross-module")
@@ -543,7 +510,8 @@ def classify(
         triggers.append(f"override:risk-level={override}")
     change_type = detect_change_type(files)
     traits = agt.detect_traits([f.path for f in files], text)
-    agents, reasons = agt.select_agents(level, change_type, traits)  # traits hold the paths'
+    # The traits hold the paths'; the configured sets only ever add agents ([risk.agents]).
+    agents, reasons = agt.select_agents(level, change_type, traits, agent_sets=config.agents)
     return Classification(
         risk_level=level,
         method=method,

@@ -1,15 +1,15 @@
 """The spec workflow's agents: spec writer, validator, checklist writer, gap classifier.
 
 A `SpecBackend` takes a role and a JSON request and returns a JSON reply; `SpecAgents` checks
-every reply at this edge and turns it into typed values, so the loop trusts what it gets. The
-task-protocol backends (`taskgate.agents.base.Backend`) run one agent in a git worktree and
-report a status; spec roles return documents instead, so they share the JSON result contract
-(`extract_json_object`) rather than the `Backend.run` signature. Two backends:
+every reply at this edge and turns it into typed values, so the loop trusts what it gets.
+Backends:
 
 - `scripted`: deterministic agents driven by a scenario (gaps, when they appear, how many
   answers resolve them, scripted answers and decisions). `--demo` and the tests use it.
-- `command`: any executable, called as `EXE ROLE` with the request as JSON on stdin; it prints
-  the reply as a JSON object on stdout (prose around it is tolerated).
+- `command`, `claude`, `codex`: the task agents' backends (`taskgate.agents`), configured in
+  taskgate.toml (`[spec] backend`, `[agents.<backend>]`) and run through the same door; see
+  `taskgate.spec.backends`. `--agent-command EXE` is the command backend with `EXE` as its
+  command: `EXE ROLE`, the request as JSON on stdin, the reply as a JSON object on stdout.
 """
 
 from __future__ import annotations
@@ -19,11 +19,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from taskgate.errors import TaskgateError, UsageError
 from taskgate.spec.detect import words
 from taskgate.spec.state import MAX_QUESTIONS, SEVERITIES, Clarification
+
+if TYPE_CHECKING:
+    from taskgate.spec.backends import SpecPlace
 
 ROLES = ("spec-writer", "validator", "checklist", "gap-classifier")
 NON_ANSWERS = frozenset({"", "?", "skip", "unknown", "don't know", "dont know", "n/a"})
@@ -269,44 +272,17 @@ class ScriptedSpecBackend:
         return str(decisions[min(index, len(decisions) - 1)])
 
 
-# --- the command backend -------------------------------------------------------------------
-
-
-class CommandSpecBackend:
-    """Runs `EXE ROLE` with the request as JSON on stdin; the reply is JSON on stdout."""
-
-    name = "command"
-
-    def __init__(self, command: Sequence[str], timeout_s: float = 3600.0) -> None:
-        self.command = list(command)
-        self.timeout_s = timeout_s
-
-    def invoke(self, role: str, request: Mapping[str, Any]) -> Mapping[str, Any]:
-        """Run the executable for one role."""
-        from taskgate.agents.base import extract_json_object
-        from taskgate.process import clean_env, run
-
-        result = run(
-            [*self.command, role],
-            stdin=json.dumps(request),
-            env=clean_env(),
-            timeout=self.timeout_s,
-        )
-        reply = extract_json_object(result.stdout) if result.ok else None
-        if reply is None:
-            detail = (result.stderr or result.stdout).strip()[-500:] or "(no output)"
-            raise AgentFailed(
-                f"spec agent {role} failed (exit {result.returncode}): {detail}",
-                hint="fix the agent command, then 'taskgate spec resume ID' retries this step",
-            )
-        return reply
-
-
-def agents_config(script: str | None, command: str | None) -> dict[str, Any]:
-    """The `agents` field of a new workflow: a command backend, a scripted scenario from a
-    JSON file, or the built-in demo scenario."""
+def agents_config(
+    script: str | None, command: str | None, *, demo: bool = False, configured: str = "scripted"
+) -> dict[str, Any]:
+    """The `agents` field of a new workflow: an --agent-command, a scripted scenario from a
+    JSON file, the built-in demo scenario (`--demo`, or `configured` is scripted), or the
+    `configured` backend ([spec] backend), whose options are read from taskgate.toml on every
+    run."""
     if command:
-        return {"backend": "command", "command": [command]}
+        from taskgate.spec.backends import pin_command
+
+        return {"backend": "command", "command": [pin_command(command)]}
     if script:
         try:
             scenario = json.loads(Path(script).read_text(encoding="utf-8"))
@@ -316,17 +292,25 @@ def agents_config(script: str | None, command: str | None) -> dict[str, Any]:
             raise UsageError(f"--script {script}: not a JSON object", hint="see docs/spec.md")
         ScriptedSpecBackend(scenario)  # validate once, at the edge
         return {"backend": "scripted", "scenario": scenario}
-    return {"backend": "scripted", "scenario": DEMO_SCENARIO}
+    if demo or configured == "scripted":
+        return {"backend": "scripted", "scenario": DEMO_SCENARIO}
+    return {"backend": configured}
 
 
-def backend_from(config: Mapping[str, Any]) -> SpecBackend:
-    """The backend a workflow's state names (`agents` field)."""
+def backend_from(config: Mapping[str, Any], place: SpecPlace | None = None) -> SpecBackend:
+    """The backend a workflow's state names (`agents` field); `place` locates the workflow
+    for the backends that run an executable (command, claude, codex)."""
     kind = config.get("backend", "scripted")
     if kind == "scripted":
         return ScriptedSpecBackend(config.get("scenario") or DEMO_SCENARIO)
-    if kind == "command":
-        return CommandSpecBackend([str(p) for p in config["command"]])
-    raise UsageError(f"unknown spec agent backend {kind!r}", hint="use scripted or command")
+    from taskgate.spec.backends import cli_backend
+
+    if place is None:
+        raise UsageError(
+            f"spec agent backend {kind!r} needs the workflow's location",
+            hint="run it through 'taskgate spec resume ID'",
+        )
+    return cli_backend(config, place)
 
 
 # --- typed facade: validate every reply at the edge -----------------------------------------
