@@ -1,4 +1,4 @@
-"""A scripted walk through the protocol with the real `taskgate` CLI on a throwaway repository.
+"""A walk through the whole protocol with the real `taskgate` CLI on a throwaway repository.
 
 Run: python examples/walkthrough.py [--keep]
 Every step is a real CLI call; refusals are shown on purpose, to see the gates at work.
@@ -83,6 +83,7 @@ def main() -> int:
     git("config", "user.email", "walkthrough@example.com", cwd=repo)
     git("config", "user.name", "Walkthrough", cwd=repo)
     (repo / "todo.md").write_text(TODO)
+    (repo / ".gitignore").write_text("__pycache__/\n")  # build output is not work to keep
     (repo / "taskgate.toml").write_text(
         '[validation]\ncommands = ["python3 -m compileall -q src"]\n'
     )
@@ -132,8 +133,11 @@ def main() -> int:
     tg("transition", "add-greeting", "AWAITING_USER_APPROVAL", cwd=wt)
     tg("present", "add-greeting", cwd=wt)
     tg("approve", "add-greeting", "changes", cwd=wt)
-    tg("status", "add-greeting", cwd=wt)
-    print(f"\nThe task waits, approved, for completion. Views: {task_dir}")
+    tg("complete", "add-greeting", cwd=repo)
+    tg("cleanup", "add-greeting", cwd=repo)
+    tg("audit", "add-greeting", cwd=repo)
+    sh(["git", "log", "--oneline", "main"], repo)
+    print(f"\nDone: one squashed commit on main; the record stays in {task_dir}")
     if "--keep" not in sys.argv:
         shutil.rmtree(root)
     return 0

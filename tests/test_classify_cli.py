@@ -127,3 +127,24 @@ def test_addition_refused_outside_the_permitted_states(repo: Repo) -> None:
     to_classified(repo, "add-login")
     result = repo.run("agent", "add", "add-login", "security", "--why", "x")
     assert result.code == 1 and "R-AGT-14" in result.err
+
+
+def test_configured_agent_sets_take_effect(tmp_path: Path) -> None:
+    config = (
+        '[validation]\ncommands = []\n\n[risk.agents]\nhigh = ["architect", "formatter", '
+        '"engineer", "builder", "performance"]\n\n[risk.agents.traits]\nDOCS_ONLY = ["usability"]\n'
+    )
+    repo = make_repo(tmp_path / "r", config=config)
+    repo.ok("start", "add-login")
+    out = repo.ok("classify", "add-login", "--json", cwd=repo.worktree("add-login")).json()
+    assert out["risk_level"] == "HIGH" and out["agents"][0] == "architect"  # C-10
+    assert "performance" in out["agents"] and {"style", "build", "security"} <= set(out["agents"])
+    assert out["agent_reasons"]["performance"] == "taskgate.toml [risk.agents] high"
+    other = make_repo(tmp_path / "d", config=config)  # one task per session (R-LCK-19)
+    other.ok("start", "fix-typo")
+    docs = other.ok("classify", "fix-typo", "--json", cwd=other.worktree("fix-typo")).json()
+    assert docs["agents"] == ["architect", "usability"]  # DOCS_ONLY trait addition (R-AGT-09)
+    broken = make_repo(tmp_path / "b", config='[risk.agents]\nlow = ["architect", "auditor"]\n')
+    broken.ok("start", "fix-typo")
+    result = broken.run("classify", "fix-typo", cwd=broken.worktree("fix-typo"))
+    assert result.code == 2 and "line 2" in result.err and "R-AGT-01" in result.err

@@ -167,6 +167,7 @@ def test_config_agent_sets_reach_the_selection_through_classify() -> None:
     result = classify(paths, text, config=config)
     assert result.risk_level is M and result.agents == ("architect", "quality", "test", "security")
     assert result.agent_reasons["test"] == "taskgate.toml [risk.agents] medium"
+    assert "traits CONFIG_FILES, CONFIG_ONLY" in result.explain()  # the keys of .traits
     ui = classify(["web/form.tsx"], "", config=config)
     assert ui.agents == (*STAKEHOLDERS[:5], "security", "usability")
     assert ui.agent_reasons["security"] == "taskgate.toml [risk.agents] high"

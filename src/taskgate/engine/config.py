@@ -48,6 +48,19 @@ DEFAULT_CONFIG_TEXT = """\
 # low = ["notes/**"]
 # keywords = ["security", "architecture", "breaking", "performance", "concurrent",
 #             "database", "api", "state", "dependency"]
+
+# [risk.agents]
+# The agent set of each risk level. A set may add stakeholders to these defaults, never drop
+# one (architect is always selected). Aliases: formatter, engineer, tester, builder.
+# Documentation-only changes keep {architect} (R-AGT-09); add to them with DOCS_ONLY below.
+# high = ["architect", "style", "quality", "build"]
+# medium = ["architect", "quality"]
+# low = ["architect"]
+
+# [risk.agents.traits]
+# Extra agents for a task trait (listed by `taskgate classify --explain`), for example:
+# PERFORMANCE = ["test"]
+# DOCS_ONLY = ["usability"]
 """
 
 

@@ -324,7 +324,7 @@ class AgentSets:
     high: tuple[str, ...] = BASE_SETS[RiskLevel.HIGH][0]
     medium: tuple[str, ...] = BASE_SETS[RiskLevel.MEDIUM][0]
     low: tuple[str, ...] = BASE_SETS[RiskLevel.LOW][0]
-    traits: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (trait, agents) rules, in order
+    traits: tuple[tuple[str, tuple[str, ...]], ...] = ()  # rules like R-AGT-07/08, after R-AGT-09
 
     def __post_init__(self) -> None:
         for level in BASE_SETS:  # names become canonical; R-AGT-01/02 raise on bad ones

@@ -478,6 +478,8 @@ class Classification:
             )
         lines.append(f"risk {self.risk_level} by {self.method}; change type {self.change_type}")
         lines.append(f"variant {self.variant}: {' → '.join(str(s) for s in self.path)}")
+        if self.traits:  # the keys [risk.agents.traits] in taskgate.toml can add agents for
+            lines.append(f"traits {', '.join(self.traits)}")
         width = max((len(a) for a in self.agents), default=0)
         lines += [f"agent {a:<{width}}  {self.agent_reasons.get(a, '')}" for a in self.agents]
         return lines
