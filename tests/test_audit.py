@@ -379,16 +379,23 @@ def test_R_AGT_22_added_agent_missing_from_task_md(tmp_path: Path) -> None:
     required = repo.ok("status", TASK, "--json").json()["required_agents"]
     extra = next(a for a in STAKEHOLDERS if a not in required)
     repo.ok("agent", "add", TASK, extra, "--why", "the plan needs it")
+    task_md = repo.task_dir(TASK) / "task.md"
+    assert f"### {extra}" in task_md.read_text()  # `agent add` lists it (R-AGT-22)
+    assert audit(repo, TASK)[0] == 0
+    # Someone removes it from task.md behind taskgate's back: the audit notices.
+    entry = f"### {extra}\n\n_pending: {TASK}-{extra}-requirements.md_\n\n"
+    assert entry in task_md.read_text()
+    task_md.write_text(task_md.read_text().replace(entry, ""))
     code, data = audit(repo, TASK)
     assert code == 1
     assert findings(data, "agent-additions") == [
         f"added agent {extra} is missing from the Stakeholder Agent Reports of task.md"
     ]
-    task_md = repo.task_dir(TASK) / "task.md"
-    text = task_md.read_text().replace(
-        "## Stakeholder Agent Reports\n", f"## Stakeholder Agent Reports\n\n### {extra}\n"
+    task_md.write_text(
+        task_md.read_text().replace(
+            "## Stakeholder Agent Reports\n", f"## Stakeholder Agent Reports\n\n### {extra}\n"
+        )
     )
-    task_md.write_text(text)
     assert audit(repo, TASK)[0] == 0
     sql(repo, "UPDATE agents SET justification = '' WHERE agent = ?", extra)
     code, data = audit(repo, TASK)
