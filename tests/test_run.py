@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import Repo, git
+from conftest import SRC, Repo, git
 from taskgate.orchestrator.demo import create_sample
 
 
@@ -317,3 +321,47 @@ def test_an_agent_writing_outside_its_worktree_stops_the_run(tmp_path: Path) -> 
     stray = [p.name for p in repo.worktree("add-slugify").iterdir() if "ESCAPED" in p.name]
     assert stray  # left exactly as the agent made it: nothing is guessed away
     assert state(repo, "add-slugify") == "IMPLEMENTATION"
+
+
+def test_ctrl_c_ends_running_agents_and_the_task_resumes(tmp_path: Path) -> None:
+    marker = f"tg-sleep-{os.getpid()}"
+    agent = tmp_path / f"{marker}.py"  # the marker is in every agent's command line
+    agent.write_text("import time\ntime.sleep(120)\n")
+    config = f'\n[agents.command]\ncommand = ["python3", "{agent}"]\n'
+    repo = sample(tmp_path, extra=config)
+    toml = repo.path / "taskgate.toml"
+    toml.write_text(toml.read_text().replace('backend = "scripted"', 'backend = "command"'))
+    git(repo.path, "commit", "-qam", "command agents")
+    env = dict(os.environ, PYTHONPATH=str(SRC), TASKGATE_SESSION="run")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "taskgate", "run", "add-slugify", "--yes"],
+        cwd=repo.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _running(marker):
+        time.sleep(0.2)
+    if not _running(marker):
+        proc.kill()
+        raise AssertionError("the agents never started:\n" + "".join(proc.communicate()))
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)  # not the agents' 60-minute timeout
+    assert proc.returncode == 130, out + err
+    time.sleep(0.5)
+    assert not _running(marker)  # no agent outlives the run
+    assert state(repo, "add-slugify") == "REQUIREMENTS"  # nothing corrupted; resumable
+    check = repo.run("agent", "check", "add-slugify", "--json", session="run").json()
+    assert {a["condition"] for a in check["agents"]} <= {"WORKING", "MISSING"}
+
+
+def _running(marker: str) -> bool:
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker.encode() in cmdline.read_bytes():
+                return True
+        except OSError:
+            continue
+    return False

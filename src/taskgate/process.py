@@ -140,3 +140,25 @@ def _run_group(
         out.decode("utf-8", "replace"),
         err.decode("utf-8", "replace"),
     )
+
+
+def end_child_sessions(sig: int = signal.SIGKILL) -> list[int]:
+    """Signal the process groups of this process's children that lead their own session.
+
+    Agents run with `kill_group=True` in worker threads; a Ctrl-C reaches only the main thread,
+    so the orchestrator calls this to end the agents instead of waiting for their timeout.
+    Linux only (it reads /proc); elsewhere it does nothing and returns [].
+    """
+    me = os.getpid()
+    ended = []
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        pid = int(entry.parent.name)
+        # fields: state ppid pgrp session ...; a session leader has pgrp == session == pid
+        if len(fields) > 3 and int(fields[1]) == me and int(fields[2]) == pid:
+            _signal_group(pid, sig)
+            ended.append(pid)
+    return ended

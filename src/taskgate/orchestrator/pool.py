@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from taskgate.engine.core import Engine
 from taskgate.errors import NeedsHuman
 from taskgate.orchestrator import notes
 from taskgate.orchestrator.progress import Progress
+from taskgate.process import end_child_sessions
 from taskgate.protocol.escalation import escalation_message
 from taskgate.protocol.states import State
 from taskgate.store.records import TaskSnapshot
@@ -71,7 +73,18 @@ class AgentPool:
                 attempt=attempt,
             )
         with ThreadPoolExecutor(max_workers=max(1, self.parallel)) as pool:
-            results = list(pool.map(invoke, requests))
+            try:
+                results = list(pool.map(invoke, requests))
+            except KeyboardInterrupt:
+                # Ctrl-C reaches this thread only: drop the queued invocations and end the
+                # running agents' process groups, so the pool shuts down now instead of at
+                # their timeout. Their rows stay WORKING; `taskgate run` re-invokes them.
+                pool.shutdown(wait=False, cancel_futures=True)
+                for _ in range(20):  # a worker may have been starting an agent just then
+                    if not end_child_sessions():
+                        break
+                    time.sleep(0.05)
+                raise
         failpoints.hit("run:after-invoke")  # agents' work done, nothing recorded yet
         return {r.agent: res for r, res in zip(requests, results, strict=True)}
 
