@@ -30,7 +30,6 @@ from taskgate.cli.main import main
 from taskgate.engine import validate as validate_mod
 from taskgate.git import cmd as git_cmd
 from taskgate.orchestrator import pool as pool_mod
-from taskgate.orchestrator import runner as runner_mod
 
 TIMES: dict[str, float] = {"git": 0.0, "build": 0.0, "agents": 0.0}
 _IN_AGENTS = threading.local()
@@ -90,7 +89,7 @@ def main_bench() -> int:
     git_cmd.run = _timed("git", git_cmd.run, main_thread_only=True)  # type: ignore[assignment]
     validate_mod.run = _timed("build", validate_mod.run)  # type: ignore[assignment]
     pool_mod.AgentPool.invoke_all = _agents(pool_mod.AgentPool.invoke_all)  # type: ignore[method-assign]
-    runner_mod.invoke = _agents(runner_mod.invoke)  # type: ignore[assignment]
+    pool_mod.invoke = _agents(pool_mod.invoke)  # type: ignore[assignment]
     results = [one_run() for _ in range(runs)]
     print(f"taskgate demo --yes, {runs} runs (two tasks: HIGH code + LOW docs), median:")
     for key in ("total", "taskgate", "git", "agents", "build"):

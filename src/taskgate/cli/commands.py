@@ -8,16 +8,21 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from taskgate.engine.core import Engine
-from taskgate.engine.workspace import find_workspace
 from taskgate.errors import EXIT_OK, EXIT_REFUSED, UsageError
+
+if TYPE_CHECKING:
+    from taskgate.engine.core import Engine
 
 
 @contextmanager
 def engine_for(args: argparse.Namespace) -> Iterator[Engine]:
     """The engine for this invocation: repository from --repo or the cwd, session id."""
+    # Imported here so that `--help` and parse errors load no engine, store or git code.
+    from taskgate.engine.core import Engine
+    from taskgate.engine.workspace import find_workspace
+
     cwd = Path.cwd()
     start = args.repo if args.repo else cwd
     if not start.exists():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -296,6 +295,8 @@ def ensure_worktrees(
                     cwd=repo)  # fmt: skip
             pending.append(spec.path)
     if len(pending) > 1 and jobs > 1:
+        from concurrent.futures import ThreadPoolExecutor  # only here: it costs ~6 ms to import
+
         with ThreadPoolExecutor(max_workers=min(jobs, len(pending))) as pool:
             list(pool.map(_checkout, pending))
     else:

@@ -1,0 +1,34 @@
+"""The bench scripts still run (tiny sizes): a figure in docs/benchmarks.md must stay
+reproducible by its command. No timing is asserted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "expect"),
+    [
+        ("transition_latency.py", ["2"], "transition / python ratio"),
+        ("status_scale.py", ["200"], "status --json over 200 tasks"),
+        ("demo_time.py", ["1"], "taskgate demo --yes, 1 runs"),
+    ],
+)
+def test_bench_script_runs(script: str, args: list[str], expect: str) -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args],
+        cwd=ROOT / "bench",
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert expect in result.stdout
