@@ -103,27 +103,29 @@ class ClaudeBackend:
         if failed is not None:
             return failed
         raw = transcript(proc)
-        data = result_object(proc.stdout)
-        if data is None:
-            detail = tail(proc.stderr, 5) or proc.stdout.strip()[:200] or "(no output)"
-            return error_result(
-                f"claude printed no result object (exit {proc.returncode}): {detail}",
-                backend=self.name,
-                raw=raw,
-                code=proc.returncode,
-            )
-        meta = {key: data[key] for key in _META_KEYS if key in data}
-        reply = data.get("result")
-        if data.get("is_error") or data.get("subtype") != "success" or not isinstance(reply, str):
-            errors = data.get("errors") or reply or "no details"
-            return replace(
-                error_result(
-                    f"claude run failed ({data.get('subtype', 'unknown')}): {errors}",
-                    backend=self.name,
-                    raw=raw,
-                    code=proc.returncode,
-                ),
-                meta=meta,
-            )
+        reply, reason, meta = final_reply(proc.stdout, proc.stderr, proc.returncode)
+        if reply is None:
+            failed_run = error_result(reason, backend=self.name, raw=raw, code=proc.returncode)
+            return replace(failed_run, meta=meta)
         result = parse_result_text(reply, request.mode, backend=self.name)
         return replace(result, raw_output=raw, exit_code=proc.returncode, meta=meta)
+
+
+def final_reply(
+    stdout: str, stderr: str, returncode: int
+) -> tuple[str | None, str, dict[str, Any]]:
+    """Claude's final reply text, or None and why there is none; plus the run's metadata.
+
+    Shared by the task backend and the one-shot runs of `agents.reply`: an error subtype,
+    `is_error` or a missing result object is never read as a reply.
+    """
+    data = result_object(stdout)
+    if data is None:
+        detail = tail(stderr, 5) or stdout.strip()[:200] or "(no output)"
+        return None, f"claude printed no result object (exit {returncode}): {detail}", {}
+    meta = {key: data[key] for key in _META_KEYS if key in data}
+    reply = data.get("result")
+    if data.get("is_error") or data.get("subtype") != "success" or not isinstance(reply, str):
+        errors = data.get("errors") or reply or "no details"
+        return None, f"claude run failed ({data.get('subtype', 'unknown')}): {errors}", meta
+    return reply, "", meta

@@ -116,10 +116,14 @@ class CodexBackend:
 
     def command(self, request: AgentRequest) -> list[str]:
         """The argument list; `-` makes codex read the prompt from stdin."""
+        return self.command_in(request.worktree, _last(request))
+
+    def command_in(self, cwd: Path, last: Path) -> list[str]:
+        """`codex exec` working in `cwd`, writing its final message to `last`."""
         cmd = [self.executable, "exec", "--json", "--sandbox", self.sandbox]
-        cmd += ["--cd", str(request.worktree), "--output-last-message", str(_last(request))]
+        cmd += ["--cd", str(cwd), "--output-last-message", str(last)]
         if self.add_git_dir:
-            cmd += ["--add-dir", str(gitrepo.discover(request.worktree).common_dir)]
+            cmd += ["--add-dir", str(gitrepo.discover(cwd).common_dir)]
         if self.model:
             cmd += ["--model", self.model]
         return [*cmd, *self.args, "-"]
@@ -133,38 +137,10 @@ class CodexBackend:
         if failed is not None:
             return failed
         raw = transcript(proc)
-        events = read_events(proc.stdout)
-        meta: dict[str, Any] = {"thread_id": events.thread_id, "usage": events.usage}
-        if events.count == 0:
-            detail = tail(proc.stderr, 5) or proc.stdout.strip()[:200] or "(no output)"
-            return error_result(
-                f"codex printed no JSON events (exit {proc.returncode}): {detail}",
-                backend=self.name,
-                raw=raw,
-                code=proc.returncode,
-            )
-        if (events.errors and not events.completed) or proc.returncode != 0:
-            detail = "; ".join(events.errors) or tail(proc.stderr, 5) or "no details"
-            return replace(
-                error_result(
-                    f"codex run failed (exit {proc.returncode}): {detail}",
-                    backend=self.name,
-                    raw=raw,
-                    code=proc.returncode,
-                ),
-                meta=meta,
-            )
-        final = (read_text(last) or "").strip() or (events.messages[-1] if events.messages else "")
-        if not final:
-            return replace(
-                error_result(
-                    "codex finished without a final agent message",
-                    backend=self.name,
-                    raw=raw,
-                    code=proc.returncode,
-                ),
-                meta=meta,
-            )
+        final, reason, meta = final_message(proc.stdout, proc.stderr, proc.returncode, last)
+        if final is None:
+            failed_run = error_result(reason, backend=self.name, raw=raw, code=proc.returncode)
+            return replace(failed_run, meta=meta)
         result = parse_result_text(final, request.mode, backend=self.name)
         return replace(result, raw_output=raw, exit_code=proc.returncode, meta=meta)
 
@@ -173,3 +149,24 @@ def _last(request: AgentRequest) -> Path:
     """Where `--output-last-message` writes (outside the worktree)."""
     stem = f"{request.mode.value}-r{request.round}-a{request.attempt}"
     return request.agent_dir / f"{stem}.last-message.txt"
+
+
+def final_message(
+    stdout: str, stderr: str, returncode: int, last: Path
+) -> tuple[str | None, str, dict[str, Any]]:
+    """Codex's final agent message, or None and why there is none; plus thread id and usage.
+
+    Shared by the task backend and the one-shot runs of `agents.reply`.
+    """
+    events = read_events(stdout)
+    meta: dict[str, Any] = {"thread_id": events.thread_id, "usage": events.usage}
+    if events.count == 0:
+        detail = tail(stderr, 5) or stdout.strip()[:200] or "(no output)"
+        return None, f"codex printed no JSON events (exit {returncode}): {detail}", meta
+    if (events.errors and not events.completed) or returncode != 0:
+        detail = "; ".join(events.errors) or tail(stderr, 5) or "no details"
+        return None, f"codex run failed (exit {returncode}): {detail}", meta
+    final = (read_text(last) or "").strip() or (events.messages[-1] if events.messages else "")
+    if not final:
+        return None, "codex finished without a final agent message", meta
+    return final, "", meta

@@ -32,12 +32,11 @@ from typing import Any
 
 from taskgate import process
 from taskgate.agents.base import ResultStatus, extract_json_object, tail
-from taskgate.agents.claude import ClaudeBackend, result_object
-from taskgate.agents.codex import CodexBackend, read_events
+from taskgate.agents.claude import ClaudeBackend, final_reply
+from taskgate.agents.codex import CodexBackend, final_message
 from taskgate.agents.command import _STRIP, _STRIP_PREFIXES, CommandBackend, transcript
 from taskgate.agents.config import AgentSettings
 from taskgate.fsutil import atomic_write, read_text
-from taskgate.git import repo as gitrepo
 
 CLI_BACKENDS = ("command", "claude", "codex")
 
@@ -90,17 +89,6 @@ def reply_env(settings: AgentSettings, job: ReplyJob, **files: Path) -> dict[str
     return env
 
 
-def _codex_command(codex: CodexBackend, job: ReplyJob, last: Path) -> list[str]:
-    """`codex exec` as CodexBackend.command builds it, for a directory instead of a worktree."""
-    cmd = [codex.executable, "exec", "--json", "--sandbox", codex.sandbox]
-    cmd += ["--cd", str(job.cwd), "--output-last-message", str(last)]
-    if codex.add_git_dir:
-        cmd += ["--add-dir", str(gitrepo.discover(job.cwd).common_dir)]
-    if codex.model:
-        cmd += ["--model", codex.model]
-    return [*cmd, *codex.args, "-"]
-
-
 def run_for_reply(settings: AgentSettings, job: ReplyJob) -> Reply:
     """Run `settings.backend` (command, claude or codex) once and return its final reply."""
     name = settings.backend
@@ -120,7 +108,7 @@ def run_for_reply(settings: AgentSettings, job: ReplyJob) -> Reply:
     elif name == "claude":
         cmd = ClaudeBackend.from_settings(settings).command()
     else:
-        cmd = _codex_command(CodexBackend.from_settings(settings), job, last)
+        cmd = CodexBackend.from_settings(settings).command_in(job.cwd, last)
     proc = process.run(
         cmd,
         cwd=job.cwd,
@@ -162,34 +150,14 @@ def _command_reply(proc: process.Result, answer: Path, failed: Reply) -> Reply:
 
 
 def _claude_reply(proc: process.Result, failed: Reply) -> Reply:
-    data = result_object(proc.stdout)
-    if data is None:
-        detail = tail(proc.stderr, 5) or proc.stdout.strip()[:200] or "(no output)"
-        reason = f"claude printed no result object (exit {proc.returncode}): {detail}"
-        return replace(failed, reason=reason)
-    meta: dict[str, Any] = {
-        key: data[key] for key in ("session_id", "total_cost_usd", "num_turns") if key in data
-    }
-    reply = data.get("result")
-    if data.get("is_error") or data.get("subtype") != "success" or not isinstance(reply, str):
-        errors = data.get("errors") or reply or "no details"
-        reason = f"claude run failed ({data.get('subtype', 'unknown')}): {errors}"
+    reply, reason, meta = final_reply(proc.stdout, proc.stderr, proc.returncode)
+    if reply is None:
         return replace(failed, reason=reason, meta=meta)
     return replace(failed, status=ResultStatus.COMPLETE, text=reply, meta=meta)
 
 
 def _codex_reply(proc: process.Result, last: Path, failed: Reply) -> Reply:
-    events = read_events(proc.stdout)
-    failed = replace(failed, meta={"thread_id": events.thread_id, "usage": events.usage})
-    if events.count == 0:
-        detail = tail(proc.stderr, 5) or proc.stdout.strip()[:200] or "(no output)"
-        return replace(
-            failed, reason=f"codex printed no JSON events (exit {proc.returncode}): {detail}"
-        )
-    if (events.errors and not events.completed) or proc.returncode != 0:
-        detail = "; ".join(events.errors) or tail(proc.stderr, 5) or "no details"
-        return replace(failed, reason=f"codex run failed (exit {proc.returncode}): {detail}")
-    final = (read_text(last) or "").strip() or (events.messages[-1] if events.messages else "")
-    if not final:
-        return replace(failed, reason="codex finished without a final agent message")
-    return replace(failed, status=ResultStatus.COMPLETE, text=final)
+    final, reason, meta = final_message(proc.stdout, proc.stderr, proc.returncode, last)
+    if final is None:
+        return replace(failed, reason=reason, meta=meta)
+    return replace(failed, status=ResultStatus.COMPLETE, text=final, meta=meta)
