@@ -128,11 +128,7 @@ class Lexer:
             elif c == "$":
                 self._dollar(out, word)
             elif c == "`":
-                end = s.find("`", self.i + 1)
-                end = len(s) if end < 0 else end
-                self.st.substitution(s[self.i + 1 : end])
-                word.known = False
-                self.i = end + 1
+                self._backtick(word)
             elif c == "~" and at_start:
                 out.append(self.st.home)
                 self.i += 1
@@ -145,6 +141,14 @@ class Lexer:
         word.text = "".join(out)
         return word
 
+    def _backtick(self, word: Word) -> None:
+        """A `command substitution`: analysed as a command of its own; the word is unknown."""
+        end = self.s.find("`", self.i + 1)
+        end = len(self.s) if end < 0 else end
+        self.st.substitution(self.s[self.i + 1 : end])
+        word.known = False
+        self.i = end + 1
+
     def _double_quoted(self, out: list[str], word: Word) -> None:
         s = self.s
         while self.i < len(s) and s[self.i] != '"':
@@ -155,11 +159,7 @@ class Lexer:
             elif c == "$":
                 self._dollar(out, word)
             elif c == "`":
-                end = s.find("`", self.i + 1)
-                end = len(s) if end < 0 else end
-                self.st.substitution(s[self.i + 1 : end])
-                word.known = False
-                self.i = end + 1
+                self._backtick(word)
             else:
                 out.append(c)
                 self.i += 1
