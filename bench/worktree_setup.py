@@ -104,8 +104,9 @@ def main() -> int:
         check(repo, f"ours-{i}")
         reset(repo, f"ours-{i}")
     shutil.rmtree(repo.parent)
+    load = os.getloadavg()[0]  # the parallel part can only win idle cores: say how idle
     print(f"task + {len(AGENTS)} agent worktrees, {files} files each, {rounds} rounds, "
-          f"{os.cpu_count()} CPUs")  # fmt: skip
+          f"{os.cpu_count()} CPUs (load average {load:.1f})")  # fmt: skip
     print(f"plain sequential git worktree add  median {median_ms(base):8.1f} ms")
     print(f"taskgate ensure_worktrees          median {median_ms(mine):8.1f} ms")
     print(f"taskgate / plain ratio                    {median_ms(mine) / median_ms(base):8.2f}")
