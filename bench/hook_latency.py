@@ -1,6 +1,6 @@
-"""Median wall time of `taskgate hook PreToolUse` with 50 tasks in the store (issue 7), as a
-ratio to `python3 -c pass` and to a seed-style bash + jq hook (bench/seed_style_hook.sh),
-all measured interleaved in the same run.
+"""Median wall time of the PreToolUse hook command that `taskgate hooks install` writes, with
+50 tasks in the store (issue 7), as a ratio to `python3 -c pass` and to a seed-style bash + jq
+hook (bench/seed_style_hook.sh), all measured interleaved in the same run.
 
 Run: python bench/hook_latency.py [rounds]
 """
@@ -8,6 +8,7 @@ Run: python bench/hook_latency.py [rounds]
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -31,7 +32,14 @@ def timed(cmd: list[str], cwd: Path, stdin: str) -> float:
     return time.perf_counter() - start
 
 
-def taskgate_program() -> list[str]:
+def installed_command(event: str) -> list[str]:
+    """The argv of the hook command `taskgate hooks install` writes (what Claude Code runs)."""
+    from taskgate.hooks.install import default_program
+
+    return [*shlex.split(default_program()), event]
+
+
+def console_script() -> list[str]:
     """The installed console script next to this interpreter, else `python -m taskgate`."""
     script = Path(sys.executable).parent / "taskgate"
     return [str(script)] if script.exists() else [sys.executable, "-m", "taskgate"]
@@ -84,29 +92,32 @@ def main() -> int:
             check=True,
             capture_output=True,
         )
-    program = taskgate_program()
+    command = installed_command("PreToolUse")
     seed = ROOT / "bench" / "seed_style_hook.sh"
     has_jq = shutil.which("jq") is not None
-    floor = "python3 -c 'import re, json, sqlite3' (floor)"
-    samples: dict[str, list[float]] = {"python3 -c pass": [], floor: [], "seed-style bash + jq": []}
+    floor = "python3 -S -c 'import os, _json, _sqlite3' (floor)"
+    script = "console script `taskgate hook` (Edit case)"
+    samples: dict[str, list[float]] = {"python3 -c pass": [], floor: []}
     cases = inputs(repo)
     for name in cases:
         samples[name] = []
+    samples[script] = []
+    samples["seed-style bash + jq"] = []
+    edit = cases["Edit in the task worktree (store read)"]
     for _ in range(rounds):  # interleaved, so machine noise hits every side alike
         samples["python3 -c pass"].append(timed([sys.executable, "-c", "pass"], repo, ""))
-        # what any Python hook that reads JSON and the store must import (the console script
-        # itself imports re)
-        samples[floor].append(timed([sys.executable, "-c", "import re, json, sqlite3"], repo, ""))
+        # what any Python hook that parses JSON and reads the store must load
+        samples[floor].append(
+            timed([sys.executable, "-S", "-c", "import os, _json, _sqlite3"], repo, "")
+        )
         for name, data in cases.items():
-            samples[name].append(timed([*program, "hook", "PreToolUse"], repo, data))
+            samples[name].append(timed(command, repo, data))
+        samples[script].append(timed([*console_script(), "hook", "PreToolUse"], repo, edit))
         if has_jq:
-            edit = cases["Edit in the task worktree (store read)"]
             samples["seed-style bash + jq"].append(timed(["bash", str(seed)], repo, edit))
     base = statistics.median(samples["python3 -c pass"])
-    print(
-        f"taskgate hook PreToolUse, {TASKS} tasks in the store, {rounds} rounds, "
-        f"program: {' '.join(Path(p).name for p in program)}"
-    )
+    print(f"taskgate hook PreToolUse, {TASKS} tasks in the store, {rounds} rounds")
+    print(f"installed hook command: {shlex.join(command)}")
     print(f"{'case':52} {'median ms':>10} {'/ python':>9} {'/ seed':>8}")
     seed_ms = statistics.median(samples["seed-style bash + jq"]) if has_jq else None
     for name, values in samples.items():

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sqlite3
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ import pytest
 
 from conftest import Repo, Run, make_repo
 from flow import agents_of, copy_repo, to_implementation, to_synthesis, to_validation
+from taskgate.hooks.install import default_program, hook_command
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
 TASK = "add-login"
@@ -31,11 +34,29 @@ def fixture(name: str, repo: Repo, **changes: Any) -> dict[str, Any]:
     return data
 
 
-def hook(repo: Repo, data: dict[str, Any] | str, event: str = "", **kw: Any) -> Run:
-    """Run `taskgate hook EVENT` with the input on stdin, like Claude Code does."""
+def hook(
+    repo: Repo,
+    data: dict[str, Any] | str,
+    event: str = "",
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Run:
+    """Run the hook command `taskgate hooks install` writes, with the input on stdin, the way
+    Claude Code does (a shell; the session's environment has no TASKGATE_SESSION)."""
     raw = data if isinstance(data, str) else json.dumps(data)
     name = event or (data["hook_event_name"] if isinstance(data, dict) else "PreToolUse")
-    return repo.run("hook", name, stdin=raw, session=None, **kw)
+    full_env = {k: v for k, v in os.environ.items() if k != "TASKGATE_SESSION"}
+    full_env.update(env or {})
+    proc = subprocess.run(
+        ["/bin/sh", "-c", hook_command(default_program(), name)],
+        cwd=cwd or repo.path,
+        env=full_env,
+        input=raw,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
 def decision(run: Run) -> tuple[str, str]:
@@ -475,6 +496,52 @@ def test_default_tasks_root_matches_the_configuration() -> None:
     from taskgate.hooks.context import DEFAULT_TASKS_ROOT
 
     assert WorkspaceConfig().tasks_root == DEFAULT_TASKS_ROOT
+
+
+def test_hook_states_match_the_protocol() -> None:
+    from taskgate.hooks.policy import STATES
+    from taskgate.protocol.states import State
+
+    assert set(State.__members__) == STATES
+
+
+def test_cli_hook_answers_like_the_installed_command(shared: Repo) -> None:
+    """`taskgate hook EVENT` (the console script) and the `python -S launch.py` command that
+    `hooks install` writes are one dispatcher: same answers, allow and deny."""
+    cases = [
+        fixture("pre_tool_use_write", shared, tool_input={"file_path": ".taskgate/state.db"}),
+        fixture("pre_tool_use_bash", shared, tool_input={"command": "git status"}),
+        fixture("session_start", shared),
+    ]
+    for data in cases:
+        installed = hook(shared, data)
+        cli = shared.run("hook", data["hook_event_name"], stdin=json.dumps(data), session=None)
+        assert (cli.code, cli.out) == (installed.code, installed.out)
+    assert decision(hook(shared, cases[0]))[0] == "deny"
+
+
+def test_the_hook_process_loads_no_heavy_module(shared: Repo) -> None:
+    """Issue 7 speed: a PreToolUse decision imports neither `re` nor the json package (nor
+    typing, enum, dataclasses, argparse), and the installed command skips site; a regression
+    here costs every tool call milliseconds."""
+    heavy = {"re", "json", "sqlite3", "argparse", "typing", "dataclasses", "enum", "site"}
+    for data in (
+        fixture("pre_tool_use_write", shared, tool_input={"file_path": ".taskgate/state.db"}),
+        fixture("pre_tool_use_bash", shared, tool_input={"command": "git status && ls"}),
+        fixture("pre_tool_use_edit", shared),
+    ):
+        argv = shlex.split(default_program())
+        proc = subprocess.run(
+            [argv[0], "-X", "importtime", *argv[1:], "PreToolUse"],
+            cwd=shared.path,
+            input=json.dumps(data),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+        assert "taskgate.hooks.dispatch" in loaded
+        assert not heavy & loaded, sorted(heavy & loaded)
 
 
 def test_hook_help_lists_the_events(shared: Repo) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from conftest import Repo
 from taskgate.hooks.dispatch import EVENTS
-from taskgate.hooks.install import MARKER
+from taskgate.hooks.install import MARKER, default_program
 
 FOREIGN: dict[str, Any] = {
     "permissions": {"allow": ["Bash(npm test)"]},
@@ -43,7 +43,7 @@ def test_install_adds_every_event_and_is_idempotent(repo: Repo) -> None:
     data = json.loads(settings(repo).read_text())
     for event in EVENTS:
         [entry] = ours(data, event)
-        assert f"hook {event}" in entry["command"]
+        assert entry["command"].startswith(f"{default_program()} {event}")
         assert entry["type"] == "command"
     pre = data["hooks"]["PreToolUse"][0]
     assert pre["matcher"] == "Edit|MultiEdit|NotebookEdit|Write|Bash|Agent|Task"  # no reads
@@ -78,7 +78,7 @@ def test_an_outdated_entry_is_updated_in_place(repo: Repo) -> None:
     result = repo.ok("hooks", "install", "--json").json()
     assert result["changes"]["SessionStart"] == "updated"
     fresh = json.loads(settings(repo).read_text())["hooks"]["SessionStart"]
-    assert "hook SessionStart" in fresh[0]["hooks"][0]["command"]
+    assert "launch.py SessionStart" in fresh[0]["hooks"][0]["command"]
     assert fresh[1]["hooks"][0]["command"] == "echo hi"
 
 

@@ -92,10 +92,13 @@ def _tasks_root(repo: str) -> str:
 
 def load_actor(layout: Layout, session: str, agent: str) -> Actor:
     """The session's task (R-LCK-20) and every task's branches, from the store."""
-    import json
-    import sqlite3
+    try:  # the C module alone: sqlite3's dbapi2 wrapper imports datetime (about 1 ms more)
+        import _sqlite3 as sqlite3
+    except ImportError:  # pragma: no cover - other interpreters
+        import sqlite3  # type: ignore[no-redef]
 
-    from taskgate.protocol.states import State
+    from taskgate.hooks.jsonio import loads
+    from taskgate.hooks.policy import STATES
 
     db = os.path.join(layout.state_dir, "state.db")
     if not os.path.exists(db):
@@ -107,7 +110,7 @@ def load_actor(layout: Layout, session: str, agent: str) -> Actor:
             rows = conn.execute(
                 "SELECT name, state, session_id, required_agents, lock_released_at FROM tasks"
             ).fetchall()
-            tasks = {str(r[0]): tuple(json.loads(r[3])) for r in rows}
+            tasks = {str(r[0]): tuple(loads(r[3])) for r in rows}
             mine = [r for r in rows if r[2] == session and r[4] is None] if session else []
             if len(mine) > 1:
                 names = ", ".join(str(r[0]) for r in mine)
@@ -119,7 +122,7 @@ def load_actor(layout: Layout, session: str, agent: str) -> Actor:
             view = None
             if mine:
                 name, state = str(mine[0][0]), str(mine[0][1])
-                if state not in State.__members__:
+                if state not in STATES:
                     raise StoreUnreadable(
                         f"task '{name}' has the unknown state {state!r}", "R-REC-07"
                     )
@@ -133,7 +136,7 @@ def load_actor(layout: Layout, session: str, agent: str) -> Actor:
                     "ORDER BY seq DESC LIMIT 1",
                     (name,),
                 ).fetchone()
-                payload = json.loads(last[0]) if last else {}
+                payload = loads(last[0]) if last else {}
                 view = TaskView(
                     name,
                     state,

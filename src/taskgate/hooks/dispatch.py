@@ -9,9 +9,10 @@ trail's tool usage. cli/main.py calls `run_hook` before building its parser.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+
+from taskgate.hooks.jsonio import dumps, loads
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -86,13 +87,13 @@ def run_hook(argv: list[str], stdin: TextIO | None = None, stdout: TextIO | None
             raise
         answer = _internal_error(event, data, exc)
     if answer:
-        print(json.dumps(answer), file=stdout)
+        print(dumps(answer), file=stdout)
     return 0
 
 
 def _parse(raw: str) -> dict[str, Any]:
     try:
-        data = json.loads(raw)
+        data = loads(raw)
     except ValueError as exc:
         raise BadInput(f"stdin is not JSON ({exc})") from None
     if not isinstance(data, dict):
@@ -111,7 +112,7 @@ def _bad_input(event: str, why: str, stdout: TextIO) -> int:
         "check the Claude Code version against docs/hooks.md"
     )
     if event == "PreToolUse":
-        print(json.dumps(_deny_output(reason)), file=stdout)
+        print(dumps(_deny_output(reason)), file=stdout)
         return 0
     # Other events guard nothing: say why on stderr and let the session go on.
     print(f"taskgate hook {event}: {why}", file=sys.stderr)

@@ -32,6 +32,7 @@ MATCHERS: dict[str, str | None] = {
     "SessionEnd": None,
 }
 TIMEOUT_S = 30
+LAUNCHER = Path(__file__).with_name("launch.py")
 
 
 @dataclass
@@ -49,18 +50,19 @@ def settings_path(repo: Path, home: Path, user: bool) -> Path:
 
 
 def default_program() -> str:
-    """How Claude Code should start taskgate: this very installation, by absolute path."""
-    script = Path(sys.argv[0])
-    if script.name == "taskgate" and script.is_absolute():
-        return shlex.quote(str(script))
-    return shlex.join([sys.executable, "-m", "taskgate"])
+    """How Claude Code should start the hook: this interpreter, without site, on launch.py.
+
+    Absolute paths, so the hook runs this very installation whatever PATH the session has;
+    `-S` saves the site module's start-up cost on every tool call (hooks/launch.py).
+    """
+    return shlex.join([sys.executable, "-S", str(LAUNCHER)])
 
 
 def hook_command(program: str, event: str) -> str:
     """The marked command for one event; PreToolUse fails closed if taskgate cannot start."""
     # Claude Code treats exit 2 as "block"; any other failure would let the tool call run.
     fail_closed = " || exit 2" if event == "PreToolUse" else ""
-    return f"{program} hook {event}{fail_closed} {MARKER}"
+    return f"{program} {event}{fail_closed} {MARKER}"
 
 
 def is_ours(hook: Any) -> bool:

@@ -16,6 +16,23 @@ if TYPE_CHECKING:
 
     from taskgate.hooks.shell import Analysis, Command
 
+# The 11 states of protocol/states.py (RULES §0 STATES), without importing enum on the hook
+# path; tests/test_hooks_dispatch.py checks the two agree. Any other state fails closed.
+STATES = frozenset(
+    {
+        "INIT",
+        "CLASSIFIED",
+        "REQUIREMENTS",
+        "SYNTHESIS",
+        "IMPLEMENTATION",
+        "VALIDATION",
+        "REVIEW",
+        "AWAITING_USER_APPROVAL",
+        "SCOPE_NEGOTIATION",
+        "COMPLETE",
+        "CLEANUP",
+    }
+)
 # States whose transitions are protocol business: merges to main and branch deletion are part
 # of the completion sequence only (R-CMP-01, R-CLN-03).
 FINISHING = frozenset({"COMPLETE", "CLEANUP"})

@@ -1,0 +1,16 @@
+"""The program behind the hook commands that `taskgate hooks install` writes (issue 7 speed).
+
+Claude Code runs `PYTHON -S .../taskgate/hooks/launch.py EVENT` before or after every tool
+call. `-S` skips the site module (about 2.5 ms, more with .pth files), and taskgate needs
+nothing outside the standard library, so the directory that holds the `taskgate` package is
+all the import path this process needs. Kept tiny: a script run by path is compiled on every
+start, unlike the modules it imports.
+"""
+
+import os
+import sys
+
+sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from taskgate.hooks.dispatch import run_hook  # noqa: E402  (needs the path set above)
+
+sys.exit(run_hook(sys.argv[1:]))
