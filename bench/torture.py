@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import random
 import signal
@@ -189,6 +190,7 @@ def check(repo: Path, seen: Seen, report: Report, *, fsck: bool) -> list[str]:
     from taskgate.git.cmd import git
     from taskgate.protocol import audit_checks as ac
     from taskgate.protocol.states import State
+    from taskgate.store import snapshot as hook_snapshot
     from taskgate.store.sqlite import SqliteStore
 
     found: list[str] = []
@@ -204,6 +206,12 @@ def check(repo: Path, seen: Seen, report: Report, *, fsck: bool) -> list[str]:
                 "GROUP BY session_id HAVING COUNT(*) > 1"
             ).fetchall()
             found += [f"session {s} holds two unreleased locks" for (s,) in doubles]
+            # PreToolUse decides from this file: a kill may leave none, never a stale one.
+            shot = db.with_name(hook_snapshot.FILE_NAME)
+            if shot.exists() and json.loads(shot.read_text()) != hook_snapshot.collect(
+                conn, json.loads
+            ):
+                found.append("the hook snapshot differs from the store")
         finally:
             conn.close()
     except Exception as exc:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import Repo, Run, make_repo
-from flow import agents_of, copy_repo, to_implementation, to_synthesis, to_validation
+from flow import agents_of, approve_plan, copy_repo, to_implementation, to_synthesis, to_validation
 from taskgate.hooks.install import default_program, hook_command
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
@@ -378,8 +378,85 @@ def test_a_corrupt_store_denies_guarded_calls_but_not_reads(impl: Repo) -> None:
 def test_an_unknown_state_denies(impl: Repo) -> None:
     with sqlite3.connect(impl.path / ".taskgate" / "state.db") as db:
         db.execute("UPDATE tasks SET state = 'AUDITING' WHERE name = ?", (TASK,))
+    # The edit went around taskgate, so the PreToolUse snapshot still has the old state until
+    # the next hook event that opens the store finds the difference and reports it.
+    after_tool = fixture("post_tool_use_write", impl)
+    assert "[R-LCK-09]" in context(hook(impl, after_tool), "PostToolUse")
     verdict, reason = write(impl, impl.worktree(TASK) / "x.py")
     assert (verdict, reason[:10]) == ("deny", "[R-REC-07]")
+
+
+# -- the PreToolUse snapshot (store/snapshot.py) ---------------------------------------------
+
+
+def snapshot_file(repo: Repo) -> Path:
+    """The file PreToolUse reads instead of the store."""
+    return repo.path / ".taskgate" / "hook-snapshot.json"
+
+
+def store_snapshot(repo: Repo) -> dict[str, Any]:
+    """What the store says the snapshot should hold."""
+    from taskgate.store import snapshot
+
+    with sqlite3.connect(repo.path / ".taskgate" / "state.db") as db:
+        return snapshot.collect(db, json.loads)
+
+
+def test_the_snapshot_follows_every_protocol_step(repo: Repo) -> None:
+    """Written under the store's write lock by each step that changes what it holds, so the
+    file always equals the store (never stale) and PreToolUse needs no SQLite."""
+    to_synthesis(repo, TASK)
+    assert json.loads(snapshot_file(repo).read_text()) == store_snapshot(repo)
+    [mine] = [t for t in store_snapshot(repo)["tasks"] if t["name"] == TASK]
+    assert (mine["state"], mine["session"], mine["plan_approved"]) == ("SYNTHESIS", "s1", False)
+    approve_plan(repo, TASK)
+    repo.ok("transition", TASK, "IMPLEMENTATION")
+    [mine] = [t for t in json.loads(snapshot_file(repo).read_text())["tasks"] if t["name"] == TASK]
+    assert (mine["state"], mine["plan_approved"]) == ("IMPLEMENTATION", True)
+    assert mine["agents"] == list(agents_of(repo, TASK))
+    assert json.loads(snapshot_file(repo).read_text()) == store_snapshot(repo)
+    repo.ok("release", TASK, "--force", "--reason", "handing over")
+    assert json.loads(snapshot_file(repo).read_text()) == store_snapshot(repo)
+    [mine] = [t for t in store_snapshot(repo)["tasks"] if t["name"] == TASK]
+    assert mine["session"] is None
+
+
+def test_without_a_usable_snapshot_the_hook_reads_the_store(impl: Repo) -> None:
+    main_edit = impl.worktree(TASK) / "src" / "app.py"
+    for damage in ("missing", "garbage", "wrong shape"):
+        if damage == "missing":
+            snapshot_file(impl).unlink()
+        else:
+            snapshot_file(impl).write_text("{not json" if damage == "garbage" else '{"tasks": 1}')
+        verdict, reason = write(impl, main_edit)
+        assert (verdict, reason[:10]) == ("deny", "[R-AGT-12]"), damage  # Guard 7, from the store
+
+
+def test_a_forged_snapshot_is_found_and_rebuilt_by_the_next_hook_event(impl: Repo) -> None:
+    """An agent that got around PreToolUse and rewrote the snapshot to let the main agent edit
+    (VALIDATION, C-27) gets one call at most: the next PostToolUse compares the file with the
+    store under the write lock, rebuilds it, reports it and records it in the audit trail."""
+    main_edit = impl.worktree(TASK) / "src" / "app.py"
+    assert write(impl, main_edit)[0] == "deny"
+    forged = json.loads(snapshot_file(impl).read_text())
+    for t in forged["tasks"]:
+        if t["name"] == TASK:
+            t.update(state="VALIDATION", main_may_fix=True)
+    snapshot_file(impl).write_text(json.dumps(forged))
+    assert write(impl, main_edit)[0] == "allow"  # the limit of a file-based fast path
+    text = context(hook(impl, fixture("post_tool_use_write", impl)), "PostToolUse")
+    assert "[R-LCK-09]" in text and "taskgate audit" in text
+    assert write(impl, main_edit)[0] == "deny"
+    assert json.loads(snapshot_file(impl).read_text()) == store_snapshot(impl)
+    with sqlite3.connect(impl.path / ".taskgate" / "state.db") as db:
+        kinds = [r[0] for r in db.execute("SELECT kind FROM events WHERE task = ?", (TASK,))]
+    assert "snapshot_mismatch" in kinds
+
+
+def test_a_write_to_the_snapshot_is_denied(impl: Repo) -> None:
+    verdict, reason = write(impl, snapshot_file(impl))
+    assert (verdict, reason[:10]) == ("deny", "[R-LCK-09]")
+    assert bash(impl, f"echo '{{}}' > {snapshot_file(impl)}")[0] == "deny"
 
 
 # -- SessionStart ----------------------------------------------------------------------------

@@ -10,6 +10,10 @@ import os
 
 from taskgate.hooks.policy import Actor, Layout, TaskView
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 # The [workspace] tasks_root default of engine/config.py (tests/test_hooks_dispatch.py checks
 # that the two agree); taskgate.toml is parsed in full only when it sets tasks_root.
 DEFAULT_TASKS_ROOT = ".taskgate/tasks"
@@ -91,61 +95,76 @@ def _tasks_root(repo: str) -> str:
 
 
 def load_actor(layout: Layout, session: str, agent: str) -> Actor:
-    """The session's task (R-LCK-20) and every task's branches, from the store."""
+    """The session's task (R-LCK-20) and every task's agents: from the hook snapshot, which the
+    store keeps current under its write lock (store/snapshot.py), else from the store itself."""
+    from taskgate.hooks.jsonio import loads
+    from taskgate.store import snapshot
+
+    db = os.path.join(layout.state_dir, "state.db")
+    try:
+        with open(db, "rb") as handle:
+            header = handle.read(16)
+    except OSError:
+        raise StoreUnreadable(f"the taskgate store {db} is missing", "R-LCK-08") from None
+    if header != b"SQLite format 3\x00":  # overwritten or truncated: never trust the snapshot
+        raise StoreUnreadable(f"the taskgate store {db} is not a SQLite database", "R-LCK-08")
+    found = snapshot.read(layout.state_dir, loads)
+    if found is not None:
+        try:
+            return actor_from(found, session, agent)
+        except StoreUnreadable:
+            pass  # the store has the last word on corruption
+    return actor_from(_from_store(layout), session, agent)
+
+
+def actor_from(snap: dict[str, Any], session: str, agent: str) -> Actor:
+    """The Actor a snapshot (store/snapshot.py's shape) describes for one session."""
+    from taskgate.hooks.policy import STATES
+
+    tasks = {t["name"]: tuple(t["agents"]) for t in snap["tasks"]}
+    mine = [t for t in snap["tasks"] if session and t["session"] == session]
+    if len(mine) > 1:
+        names = ", ".join(t["name"] for t in mine)
+        raise StoreUnreadable(
+            f"session {session} holds several task locks ({names}): "
+            "corruption, manual intervention",
+            "R-LCK-20",
+        )
+    view = None
+    if mine:
+        t = mine[0]
+        if t["state"] not in STATES:
+            raise StoreUnreadable(
+                f"task '{t['name']}' has the unknown state {t['state']!r}", "R-REC-07"
+            )
+        view = TaskView(
+            t["name"],
+            t["state"],
+            tasks[t["name"]],
+            plan_approved=t.get("plan_approved") is True,
+            main_may_fix=t.get("main_may_fix") is True,
+        )
+    return Actor(view, agent, tasks)
+
+
+def _from_store(layout: Layout) -> dict[str, Any]:
+    """The snapshot read from the store through a read-only connection (no Engine)."""
     try:  # the C module alone: sqlite3's dbapi2 wrapper imports datetime (about 1 ms more)
         import _sqlite3 as sqlite3
     except ImportError:  # pragma: no cover - other interpreters
         import sqlite3  # type: ignore[no-redef]
 
     from taskgate.hooks.jsonio import loads
-    from taskgate.hooks.policy import STATES
+    from taskgate.store import snapshot
 
     db = os.path.join(layout.state_dir, "state.db")
-    if not os.path.exists(db):
-        raise StoreUnreadable(f"the taskgate store {db} is missing", "R-LCK-08")
     uri = "file:" + db.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
     try:
         conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=10)
         try:
-            rows = conn.execute(
-                "SELECT name, state, session_id, required_agents, lock_released_at FROM tasks"
-            ).fetchall()
-            tasks = {str(r[0]): tuple(loads(r[3])) for r in rows}
-            mine = [r for r in rows if r[2] == session and r[4] is None] if session else []
-            if len(mine) > 1:
-                names = ", ".join(str(r[0]) for r in mine)
-                raise StoreUnreadable(
-                    f"session {session} holds several task locks ({names}): "
-                    "corruption, manual intervention",
-                    "R-LCK-20",
-                )
-            view = None
-            if mine:
-                name, state = str(mine[0][0]), str(mine[0][1])
-                if state not in STATES:
-                    raise StoreUnreadable(
-                        f"task '{name}' has the unknown state {state!r}", "R-REC-07"
-                    )
-                approved = conn.execute(
-                    "SELECT COUNT(*) FROM approvals WHERE task = ? AND kind = 'plan' "
-                    "AND revoked_at IS NULL",
-                    (name,),
-                ).fetchone()[0]
-                last = conn.execute(
-                    "SELECT payload FROM events WHERE task = ? AND kind = 'validation' "
-                    "ORDER BY seq DESC LIMIT 1",
-                    (name,),
-                ).fetchone()
-                payload = loads(last[0]) if last else {}
-                view = TaskView(
-                    name,
-                    state,
-                    tasks[name],
-                    plan_approved=bool(approved),
-                    main_may_fix=payload.get("responsible") == "main",
-                )
+            conn.execute("BEGIN")  # one consistent read
+            return snapshot.collect(conn, loads)
         finally:
             conn.close()
     except (sqlite3.Error, ValueError, TypeError) as exc:
         raise StoreUnreadable(f"the taskgate store cannot be read: {exc}", "R-LCK-08") from exc
-    return Actor(view, agent, tasks)

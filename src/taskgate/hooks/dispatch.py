@@ -238,6 +238,7 @@ def session_start(data: dict[str, Any]) -> dict[str, Any] | None:
         return None
     try:
         owned = _owned(engine)
+        warning = _verify_snapshot(engine, owned[0].name if len(owned) == 1 else None)
         if not owned:
             text = "No active tasks for current session (taskgate todo lists the tasks)"
         elif len(owned) > 1:
@@ -250,7 +251,23 @@ def session_start(data: dict[str, Any]) -> dict[str, Any] | None:
             text = _resume_text(engine, owned[0].name)
     finally:
         engine.close()
-    return _context_output("SessionStart", text)
+    return _context_output("SessionStart", f"{warning}\n{text}" if warning else text)
+
+
+def _verify_snapshot(engine: Engine, task: str | None) -> str:
+    """Rewrite the PreToolUse snapshot from the store (store/snapshot.py); a warning when it
+    no longer matched, which only a change made outside taskgate can cause (recorded in the
+    session's task's audit trail)."""
+    if engine.store.refresh_snapshot(wait_s=1.0) != "replaced":
+        return ""
+    if task:
+        from taskgate.hooks.record import record_event
+
+        record_event(engine, task, "snapshot_mismatch", {"rule": "R-LCK-09"})
+    return (
+        "[R-LCK-09] taskgate: the store or its hook snapshot was changed outside taskgate; "
+        "the snapshot has been rebuilt from the store. Run 'taskgate audit' to see what changed"
+    )
 
 
 def _resume_text(engine: Engine, task: str) -> str:
@@ -292,18 +309,28 @@ def post_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
     """R-AUD-03 tool usage record; views edited behind taskgate's back are reported."""
     from taskgate.hooks.record import record_tool_use
 
-    warning = _on_owned_task(data, lambda engine, task: record_tool_use(engine, task, data))
+    def act(engine: Engine, task: str | None) -> str:
+        found = _verify_snapshot(engine, task)
+        recorded = record_tool_use(engine, task, data) if task else ""
+        return "\n".join(t for t in (found, recorded) if t)
+
+    warning = _on_owned_task(data, act, any_session=True)
     return _context_output("PostToolUse", warning) if warning else None
 
 
-def _on_owned_task(data: dict[str, Any], act: Callable[[Any, str], str]) -> str | None:
-    """Run `act(engine, task)` for the one task this session owns; None when there is none."""
+def _on_owned_task(
+    data: dict[str, Any], act: Callable[[Any, Any], str], any_session: bool = False
+) -> str | None:
+    """Run `act(engine, task)` for the one task this session owns; None when there is none,
+    unless `any_session` (then `act` gets None for the task)."""
     engine = _engine(data)
     if engine is None:
         return None
     try:
         owned = _owned(engine)
-        return act(engine, owned[0].name) if len(owned) == 1 else None
+        if len(owned) == 1:
+            return act(engine, owned[0].name)
+        return act(engine, None) if any_session else None
     finally:
         engine.close()
 

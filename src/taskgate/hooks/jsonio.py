@@ -57,6 +57,12 @@ else:
             value, end = _scan(text, start)
         except StopIteration as stop:
             raise ValueError(f"Expecting value: char {stop.value}") from None
+        except SystemError:
+            # CPython 3.11's scanner raises json.decoder.JSONDecodeError only once that module
+            # is loaded (else "returned NULL without setting an exception"): load it, rescan.
+            import json.decoder  # noqa: F401
+
+            value, end = _scan(text, start)
         if text[end:].strip(_WHITESPACE):
             raise ValueError(f"Extra data: char {end}")
         return value

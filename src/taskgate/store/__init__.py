@@ -1,5 +1,3 @@
-"""The durable truth (DESIGN.md layer 2): one Store interface, SQLite as the embedded default."""
-
-from taskgate.store.base import Conflict, Store, StoreCorrupt, Tx
-
-__all__ = ["Conflict", "Store", "StoreCorrupt", "Tx"]
+"""The durable truth (DESIGN.md layer 2): one Store interface (store/base.py), SQLite as the
+embedded default (store/sqlite.py). Nothing is imported here, so that the hook process can read
+store/snapshot.py without loading the rest."""

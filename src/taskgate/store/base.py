@@ -148,6 +148,11 @@ class Store(ABC):
     def schema_version(self) -> int:
         """The applied schema version."""
 
+    @abstractmethod
+    def refresh_snapshot(self, *, wait_s: float | None = None) -> str:
+        """Rewrite the hook snapshot (store/snapshot.py) under the write lock; "unchanged",
+        "written", "replaced" (it differed: changed outside taskgate) or "busy"."""
+
     def iter_snapshots(self) -> Iterator[TaskSnapshot]:
         """Snapshots of every task (one read transaction)."""
         with self.read() as tx:

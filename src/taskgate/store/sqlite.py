@@ -10,11 +10,14 @@ import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from taskgate import failpoints
+from taskgate.fsutil import atomic_write
+from taskgate.store import snapshot
 from taskgate.store.base import Conflict, Store, StoreCorrupt, Tx
 from taskgate.store.records import (
     GENESIS_HASH,
@@ -161,6 +164,8 @@ class SqliteTx(Tx):
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._c = conn
+        # Set by every write to what store/snapshot.py holds: the hook snapshot must go.
+        self.touches_snapshot = False
 
     # -- tasks -------------------------------------------------------------------------------
 
@@ -205,6 +210,7 @@ class SqliteTx(Tx):
             for c in _TASK_COLUMNS
         ]
         values[_TASK_COLUMNS.index("required_agents")] = _dump(list(row.required_agents))
+        self.touches_snapshot = True
         try:
             self._c.execute(
                 f"INSERT INTO tasks ({', '.join(_TASK_COLUMNS)}) "
@@ -222,6 +228,8 @@ class SqliteTx(Tx):
         if unknown:
             raise ValueError(f"unknown task fields: {sorted(unknown)}")
         columns = [c for c in changes if c not in ("name", "seq")]
+        if snapshot.TASK_COLUMNS.intersection(columns):
+            self.touches_snapshot = True
         values: list[Any] = []
         for c in columns:
             value = changes[c]
@@ -370,6 +378,7 @@ class SqliteTx(Tx):
         ]
 
     def add_approval(self, row: ApprovalRow) -> None:
+        self.touches_snapshot |= row.kind == snapshot.APPROVAL_KIND
         self._c.execute(
             "INSERT INTO approvals (task, kind, bound_to, presented_at, approved_at, provenance, "
             "message_hash, revoked_at, revoke_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -380,6 +389,7 @@ class SqliteTx(Tx):
         )  # fmt: skip
 
     def revoke_approvals(self, name: str, kind: str, at: str, reason: str) -> int:
+        self.touches_snapshot |= kind == snapshot.APPROVAL_KIND
         cur = self._c.execute(
             "UPDATE approvals SET revoked_at = ?, revoke_reason = ? "
             "WHERE task = ? AND kind = ? AND revoked_at IS NULL",
@@ -432,6 +442,8 @@ class SqliteTx(Tx):
         return result
 
     def append_event(self, name: str, kind: str, payload: JSON, at: str) -> EventRow:
+        if kind in snapshot.EVENT_KINDS:
+            self.touches_snapshot = True
         last = self._c.execute(
             "SELECT hash FROM events WHERE task = ? ORDER BY seq DESC LIMIT 1", (name,)
         ).fetchone()
@@ -450,6 +462,9 @@ class SqliteStore(Store):
 
     def __init__(self, path: Path, *, timeout: float = 60.0, read_only: bool = False) -> None:
         self.path = path
+        self.snapshot_path = path.with_name(snapshot.FILE_NAME)
+        self.timeout = timeout
+        self.read_only = read_only
         try:
             if read_only:  # `taskgate audit`: SQLite itself refuses any write (R-AUD-12)
                 self._conn = sqlite3.connect(
@@ -522,8 +537,9 @@ class SqliteStore(Store):
     @contextmanager
     def write(self) -> Iterator[Tx]:
         self._conn.execute("BEGIN IMMEDIATE")
+        tx = SqliteTx(self._conn)
         try:
-            yield SqliteTx(self._conn)
+            yield tx
         except sqlite3.DatabaseError as exc:
             self._conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
@@ -533,7 +549,49 @@ class SqliteStore(Store):
             self._conn.execute("ROLLBACK")
             raise
         else:
+            if tx.touches_snapshot:  # under the write lock, before the change is visible
+                self.snapshot_path.unlink(missing_ok=True)
+                failpoints.hit("store.snapshot_dropped")
             self._conn.execute("COMMIT")
+            if tx.touches_snapshot:
+                failpoints.hit("store.committed")
+                # Committed all the same if this fails: without the file the hook reads the store.
+                with suppress(sqlite3.Error, OSError, ValueError, TypeError):
+                    self.refresh_snapshot(wait_s=0.1)
+
+    def refresh_snapshot(self, *, wait_s: float | None = None) -> str:
+        """Rewrite the hook snapshot from the store under the write lock (store/snapshot.py).
+
+        Returns "unchanged", "written" (there was none), "replaced" (it differed from the
+        store: changed outside taskgate) or "busy" (another writer held the lock for longer
+        than `wait_s`; that writer, the next write or the next hook event rewrites it).
+        """
+        if self.read_only:
+            raise StoreCorrupt("a read-only store cannot refresh the hook snapshot")
+        c = self._conn
+        if wait_s is not None:
+            c.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
+        try:
+            c.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            return "busy"
+        finally:
+            if wait_s is not None:
+                c.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        try:
+            text = json.dumps(snapshot.collect(c, json.loads), sort_keys=True) + "\n"
+            try:
+                current: str | None = self.snapshot_path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                current = None
+            if current == text:
+                return "unchanged"
+            # Not fsynced: after a power loss an empty or missing file sends the hook to the
+            # store, and an old one is caught by the next PostToolUse or SessionStart.
+            atomic_write(self.snapshot_path, text, durable=False)
+            return "written" if current is None else "replaced"
+        finally:
+            c.execute("ROLLBACK")
 
     def close(self) -> None:
         self._conn.close()

@@ -1,0 +1,152 @@
+"""The PreToolUse snapshot (store/snapshot.py): written only under the store's write lock, so
+it is the latest committed state or absent, never stale; crashes leave no stale file."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from taskgate.store import snapshot
+from taskgate.store.records import ApprovalRow, TaskRow
+from taskgate.store.sqlite import SqliteStore
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+AT = "2026-01-01T00:00:00Z"
+
+
+def row(name: str, session: str = "s1") -> TaskRow:
+    return TaskRow(name, "INIT", session, "host", 1, AT, AT)
+
+
+def truth(store: SqliteStore) -> dict[str, object]:
+    """What the store holds, read like the hook's fallback does."""
+    with sqlite3.connect(store.path) as conn:
+        return snapshot.collect(conn, json.loads)
+
+
+def on_disk(store: SqliteStore) -> dict[str, object] | None:
+    return snapshot.read(str(store.path.parent), json.loads)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SqliteStore:
+    s = SqliteStore(tmp_path / "state.db")
+    with s.write() as tx:
+        tx.insert_task(row("t1", "s1"))
+        tx.insert_task(row("t2", "s2"))
+    return s
+
+
+def test_every_change_to_what_it_holds_rewrites_it(store: SqliteStore) -> None:
+    assert on_disk(store) == truth(store)
+    with store.write() as tx:
+        current = tx.task("t1")
+        assert current is not None
+        tx.update_task("t1", current.seq, state="CLASSIFIED", required_agents=("architect",))
+    assert on_disk(store) == truth(store)
+    [t1] = [t for t in truth(store)["tasks"] if t["name"] == "t1"]  # type: ignore[attr-defined]
+    assert (t1["state"], t1["agents"], t1["plan_approved"]) == ("CLASSIFIED", ["architect"], False)
+    with store.write() as tx:
+        tx.add_approval(ApprovalRow("t1", "plan", "sha256:x", AT, AT, "human-prompt", "h"))
+    assert on_disk(store) == truth(store)
+    with store.write() as tx:
+        tx.append_event("t1", "validation", {"responsible": "main"}, AT)
+    [t1] = [t for t in on_disk(store)["tasks"] if t["name"] == "t1"]  # type: ignore[index]
+    assert (t1["plan_approved"], t1["main_may_fix"]) == (True, True)
+    with store.write() as tx:
+        assert tx.revoke_approvals("t1", "plan", AT, "plan changed") == 1
+        current = tx.task("t1")
+        assert current is not None
+        tx.update_task("t1", current.seq, lock_released_at=AT)
+    assert on_disk(store) == truth(store)
+    [t1] = [t for t in on_disk(store)["tasks"] if t["name"] == "t1"]  # type: ignore[index]
+    assert t1["session"] is None and "plan_approved" not in t1
+
+
+def test_other_writes_leave_the_file_alone(store: SqliteStore) -> None:
+    """Tool-usage events and bookkeeping (every PostToolUse) must not cost a rewrite."""
+    before = os.stat(store.snapshot_path)
+    with store.write() as tx:
+        tx.append_event("t1", "tool_usage", {"tool": "Edit"}, AT)
+        current = tx.task("t1")
+        assert current is not None
+        tx.update_task("t1", current.seq, updated_at="2026-01-02T00:00:00Z")
+        tx.add_approval(ApprovalRow("t1", "changes", "sha", AT, AT, "human-prompt", "h"))
+    after = os.stat(store.snapshot_path)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_rolled_back_write_keeps_the_file(store: SqliteStore) -> None:
+    before = store.snapshot_path.read_text()
+    with pytest.raises(RuntimeError), store.write() as tx:
+        current = tx.task("t1")
+        assert current is not None
+        tx.update_task("t1", current.seq, state="CLASSIFIED")
+        raise RuntimeError("refused")
+    assert (
+        store.snapshot_path.read_text() == before == json.dumps(truth(store), sort_keys=True) + "\n"
+    )
+
+
+def test_refresh_finds_a_file_changed_outside_taskgate(store: SqliteStore) -> None:
+    assert store.refresh_snapshot() == "unchanged"
+    store.snapshot_path.write_text(store.snapshot_path.read_text().replace("INIT", "VALIDATION"))
+    assert store.refresh_snapshot() == "replaced"
+    assert on_disk(store) == truth(store)
+    store.snapshot_path.unlink()
+    assert store.refresh_snapshot() == "written"
+    with sqlite3.connect(store.path) as conn:  # the store itself edited around taskgate
+        conn.execute("UPDATE tasks SET state = 'REVIEW' WHERE name = 't2'")
+    assert store.refresh_snapshot() == "replaced"
+    assert on_disk(store) == truth(store)
+
+
+def test_refresh_waits_for_the_write_lock_and_gives_up_when_busy(store: SqliteStore) -> None:
+    other = sqlite3.connect(store.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        assert store.refresh_snapshot(wait_s=0.05) == "busy"
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert store.refresh_snapshot(wait_s=0.05) == "unchanged"
+
+
+def test_a_read_only_store_cannot_refresh(store: SqliteStore) -> None:
+    from taskgate.store.base import StoreCorrupt
+
+    with pytest.raises(StoreCorrupt):
+        SqliteStore(store.path, read_only=True).refresh_snapshot()
+
+
+@pytest.mark.parametrize(
+    ("failpoint", "committed"), [("store.snapshot_dropped", False), ("store.committed", True)]
+)
+def test_a_crash_leaves_the_latest_snapshot_or_none(
+    store: SqliteStore, failpoint: str, committed: bool
+) -> None:
+    """SIGKILL between dropping the file and committing, or between committing and writing
+    the new file: either way no file remains that disagrees with the store."""
+    script = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(SRC)!r})\n"
+        "from taskgate.store.sqlite import SqliteStore\n"
+        f"s = SqliteStore(__import__('pathlib').Path({str(store.path)!r}))\n"
+        "with s.write() as tx:\n"
+        "    t = tx.task('t1')\n"
+        "    tx.update_task('t1', t.seq, state='CLASSIFIED')\n"
+    )
+    env = {**os.environ, "TASKGATE_FAILPOINT": failpoint}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, check=False)
+    assert proc.returncode == -9, proc.stderr
+    assert not store.snapshot_path.exists()
+    [t1] = [t for t in truth(store)["tasks"] if t["name"] == "t1"]  # type: ignore[attr-defined]
+    assert t1["state"] == ("CLASSIFIED" if committed else "INIT")
+    assert store.refresh_snapshot() == "written"
+    assert on_disk(store) == truth(store)
