@@ -297,10 +297,74 @@ def test_allowed_taskgate_and_git_commands(shared: Repo) -> None:
         f"taskgate say {TASK} 'what is the status?'",
         f"taskgate transition {TASK} VALIDATION",
         f"git -C {shared.worktree(TASK)} merge {TASK}-{agent}",
-        f"cd {shared.worktree(TASK)} && git reset --hard HEAD",
         f"git -C {shared.worktree(TASK)} push origin {TASK}",
     ):
         assert bash(shared, command) == ("allow", ""), command
+
+
+def test_git_commands_that_rewrite_worktree_files_are_writes(shared: Repo) -> None:
+    """checkout/restore/switch/stash/reset --hard/clean -f change files like an Edit does:
+    the main agent may not run them in the task worktree during IMPLEMENTATION (Guard 7); a
+    stakeholder agent may in its own worktree; read-only and index-only forms stay allowed."""
+    tree = shared.worktree(TASK)
+    for command in (
+        "git checkout -- src/app.py",
+        "git checkout HEAD~1 -- .",
+        "git checkout main",
+        "git checkout -",
+        "git switch main",
+        "git restore src/app.py",
+        "git restore --source HEAD~1 --worktree --staged .",
+        "git stash",
+        "git stash pop",
+        "git stash apply stash@{0}",
+        "git reset --hard HEAD",
+        "git clean -fd",
+    ):
+        verdict, reason = bash(shared, f"cd {tree} && {command}")
+        assert (verdict, reason[:10]) == ("deny", "[R-AGT-12]"), command
+    assert bash(shared, f"git -C {tree} restore .")[0] == "deny"
+    for command in (
+        "git status",
+        "git stash list",
+        "git stash show -p",
+        "git restore --staged src/app.py",
+        "git checkout -b spike",
+        "git switch -c spike",
+        "git reset HEAD~1",
+        "git clean -n",
+        "git diff",
+    ):
+        assert bash(shared, f"cd {tree} && {command}") == ("allow", ""), command
+    agent = agents_of(shared, TASK)[0]
+    own = shared.task_dir(TASK) / "agents" / agent / "code"
+    assert bash(shared, f"cd {own} && git checkout -- .", agent_type=agent) == ("allow", "")
+    assert bash(shared, f"cd {tree} && git stash", agent_type=agent)[0] == "deny"  # R-AGT-13
+
+
+def test_scripts_on_disk_are_judged_by_what_they_do(shared: Repo, tmp_path: Path) -> None:
+    """A script file is no way around the rules: shell scripts are analysed like the command
+    line, other interpreters' scripts are refused when they name taskgate's files."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "reset.sh").write_text("#!/bin/sh\necho '{}' > .taskgate/state.db\n")
+    (tools / "forge.py").write_text("open('.taskgate/hook-snapshot.json', 'w').write('{}')\n")
+    (tools / "gen.sh").write_text("#!/bin/bash\necho 'x = 1' > src/generated.py\n")
+    (tools / "hello.py").write_text("print('hello')\n")
+    (tools / "reset.sh").chmod(0o755)
+    for command in (f"bash {tools}/reset.sh", f"{tools}/reset.sh", f"python3 {tools}/forge.py"):
+        verdict, reason = bash(shared, command)
+        assert (verdict, reason[:10]) == ("deny", "[R-LCK-09]"), command
+    verdict, reason = bash(shared, f"cd {shared.worktree(TASK)} && bash {tools}/gen.sh")
+    assert (verdict, reason[:10]) == ("deny", "[R-AGT-12]")  # Guard 7 through a script
+    assert bash(shared, f"python3 {tools}/hello.py") == ("allow", "")
+    assert bash(shared, f"cd {shared.worktree(TASK)} && python3 {tools}/hello.py")[0] == "allow"
+
+
+def test_stash_all_would_take_the_store_with_it(shared: Repo) -> None:
+    verdict, reason = bash(shared, "git stash --all")
+    assert (verdict, reason[:10]) == ("deny", "[R-LCK-09]")
+    assert bash(shared, "git stash -a -m x")[0] == "deny"
 
 
 def test_force_removing_a_worktree_with_unsaved_work_is_denied(impl: Repo) -> None:

@@ -156,3 +156,35 @@ def test_symlink_targets_are_reported() -> None:
     a = analyse("ln -s .taskgate/state.db x; echo > x", CWD)
     assert "/r/.taskgate/state.db" in a.link_targets
     assert "/r/x" in a.writes
+
+
+def test_shell_scripts_on_disk_are_analysed_like_the_line(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "gen.sh").write_text("#!/bin/sh\nset -e\necho x > out/gen.py\nbash tools/inner.sh\n")
+    (tools / "inner.sh").write_text("rm -f stale.txt\n")
+    (tools / "run").write_text("#!/usr/bin/env bash\ncp a b\n")
+    (tools / "plain").write_text("touch made-by-sh\n")  # no #!: run by sh
+    (tools / "t.py").write_text("#!/usr/bin/env python3\nopen('x', 'w')\n")
+    cwd = str(tmp_path)
+    expected = {f"{cwd}/out/gen.py", f"{cwd}/stale.txt"}
+    for command in ("bash tools/gen.sh", "sh -e tools/gen.sh arg", "./tools/gen.sh"):
+        assert analyse(command, cwd).writes == expected, command
+    assert analyse("tools/run", cwd).writes == {f"{cwd}/b", f"{cwd}/b/a"}
+    assert analyse("./tools/plain", cwd).writes == {f"{cwd}/made-by-sh"}
+    found = analyse("./tools/t.py && python3 tools/t.py", cwd)
+    assert found.writes == set()
+    assert [p for p, _ in found.scripts] == [f"{cwd}/tools/t.py"] * 2
+    assert analyse("python3 -m pytest", cwd).scripts == []
+    assert analyse("bash missing.sh", cwd).writes == set()
+
+
+def test_scripts_that_cannot_be_read_make_the_analysis_incomplete(tmp_path: Path) -> None:
+    (tmp_path / "big.sh").write_text("echo hi\n" * 40_000)
+    (tmp_path / "bin.sh").write_bytes(b"\x7fELF\0\0")
+    assert not analyse("bash big.sh", str(tmp_path)).complete
+    assert not analyse("./bin.sh", str(tmp_path)).complete
+    assert not analyse('bash "$SCRIPT"', str(tmp_path)).complete
+    loop = tmp_path / "loop.sh"
+    loop.write_text("bash loop.sh\n")
+    assert not analyse("bash loop.sh", str(tmp_path)).complete  # nesting bound

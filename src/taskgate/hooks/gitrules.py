@@ -14,6 +14,7 @@ from taskgate.hooks.policy import (
     Actor,
     Layout,
     Verdict,
+    check_write,
     deny,
     place,
     split_git,
@@ -65,7 +66,63 @@ def check_git(command: Command, layout: Layout, actor: Actor) -> Verdict:
         )
     if sub == "worktree" and args[:1] == ["remove"] and any(a in _FORCE for a in args):
         return _worktree_remove(args, cwds, layout)
+    if sub == "stash" and any(a in ("-a", "--all") for a in args):
+        return deny(
+            "R-LCK-09",
+            "git stash --all also stashes ignored files, taskgate's state directory among "
+            "them; use 'git stash' or 'git stash -u'",
+        )
+    for path in worktree_writes(sub, args, cwds):
+        verdict = check_write(path, layout, actor)
+        if not verdict.allow:
+            return verdict
     return ALLOW
+
+
+# Options that take a value, per subcommand that rewrites worktree files.
+_VALUED = {
+    "checkout": frozenset({"-b", "-B", "--orphan", "--conflict", "--pathspec-from-file"}),
+    "switch": frozenset({"-c", "-C", "--create", "--force-create", "--orphan", "--conflict"}),
+    "restore": frozenset({"-s", "--source", "--conflict", "--pathspec-from-file"}),
+}
+_STASH_WRITERS = frozenset({"push", "save", "pop", "apply", "branch"})
+
+
+def worktree_writes(sub: str, args: list[str], cwds: tuple[str, ...]) -> list[str]:
+    """The files a git subcommand rewrites in the worktree it runs in: the paths it names, or
+    the directory itself when it may change any tracked file there (a branch switch, a stash,
+    `reset --hard`, `clean -f`). Merges are integration, not edits, and are judged above."""
+    if sub in _VALUED:
+        valued = _VALUED[sub]
+        operands: list[str] = []
+        i = 0
+        while i < len(args):
+            if args[i] == "--":
+                paths = args[i + 1 :]
+                return [os.path.normpath(os.path.join(c, p)) for c in cwds for p in paths]
+            if args[i] in valued:
+                i += 2
+                continue
+            if not args[i].startswith("-") or args[i] == "-":  # `-` is the previous branch
+                operands.append(args[i])
+            i += 1
+        if sub == "restore":
+            staged_only = any(a in ("-S", "--staged") for a in args) and not any(
+                a in ("-W", "--worktree") for a in args
+            )
+            named = [os.path.normpath(os.path.join(c, p)) for c in cwds for p in operands]
+            return [] if staged_only else named
+        return list(cwds) if operands else []  # a branch, a commit or paths: the worktree
+    if sub == "stash":
+        first = next((a for a in args if not a.startswith("-")), "push")
+        return list(cwds) if first in _STASH_WRITERS else []
+    if sub == "reset" and any(a in ("--hard", "--merge", "--keep") for a in args):
+        return list(cwds)
+    forced = any(a == "--force" or (a[:1] == "-" and a[1:2] != "-" and "f" in a) for a in args)
+    dry = any(a in ("-n", "--dry-run") for a in args)
+    if sub == "clean" and forced and not dry:
+        return list(cwds)
+    return []
 
 
 def _main_branch(layout: Layout) -> str:

@@ -66,7 +66,21 @@ _CODE_WRITES = (
 SETTINGS_NAMES = ("settings.json", "settings.local.json")
 _GIT_GLOBAL_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})
 # The git subcommands the rules judge (hooks/gitrules.py); others need no store read.
-GIT_JUDGED = frozenset({"merge", "push", "branch", "reset", "reflog", "worktree", "clean"})
+GIT_JUDGED = frozenset(
+    {
+        "merge",
+        "push",
+        "branch",
+        "reset",
+        "reflog",
+        "worktree",
+        "clean",
+        "checkout",
+        "switch",
+        "restore",
+        "stash",
+    }
+)
 
 
 class Verdict:
@@ -337,6 +351,13 @@ def check_bash(analysis: Analysis, text: str, layout: Layout, actor: Actor) -> V
         verdict = _check_opaque(code, layout, actor)
         if not verdict.allow:
             return verdict
+    for path, source in analysis.scripts:
+        if _mentions_protected(source, layout):
+            return deny(
+                "R-LCK-09",
+                f"the script {path} names taskgate's files, so running it counts as a write "
+                "to the store; change task state only through the taskgate CLI",
+            )
     if not analysis.complete:
         if _mentions_protected(text, layout):
             return deny(

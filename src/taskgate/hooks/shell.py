@@ -40,6 +40,7 @@ _INTERPRETER_FLAGS = {
 _REMOVERS = frozenset({"rm", "rmdir", "unlink", "shred", "touch", "mkdir", "mkfifo", "mknod"})
 _MODE_FIRST = frozenset({"chmod", "chown", "chgrp"})
 _SPECIAL_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+SCRIPT_LIMIT = 256 * 1024  # larger scripts are not read: the analysis is then incomplete
 
 
 class Command:
@@ -66,6 +67,7 @@ class Analysis:
         "link_targets",
         "opaque",
         "problems",
+        "scripts",
         "writes",
     )
 
@@ -75,6 +77,7 @@ class Analysis:
         self.dir_writes: set[str] = set()  # "something below this directory"
         self.commands: list[Command] = []
         self.opaque: list[str] = []  # interpreter code we cannot analyse
+        self.scripts: list[tuple[str, str]] = []  # (path, source) of interpreter scripts run
         self.problems: list[str] = []  # why the analysis is incomplete
         self.complete = True
 
@@ -234,6 +237,9 @@ def _program(st: _State, words: list[Word], op: str) -> None:
             result.unknown("xargs passes runtime arguments to a command that writes files")
     elif name == "find":
         _find(st, args)
+    elif "/" in words[0].text:  # ./build.sh, tools/gen.py: a file run directly
+        _script(st, words[0], None)
+        _writer(st, name, args)
     else:
         _writer(st, name, args)
 
@@ -291,7 +297,7 @@ def _nested_shell(st: _State, name: str, args: list[Word]) -> None:
             None,
         )
         if flag is None or flag + 1 >= len(args):
-            _stdin_code(st, args)  # `bash script.sh` from disk is not analysed (documented)
+            _stdin_code(st, args, shell=True)  # stdin, or `bash script.sh` from disk
             return
         code, known = args[flag + 1].text, args[flag + 1].known
     if not known:
@@ -299,14 +305,46 @@ def _nested_shell(st: _State, name: str, args: list[Word]) -> None:
     _walk(code, st.result, st.cwds, st.home, st.depth + 1, dict(st.vars))
 
 
-def _stdin_code(st: _State, args: list[Word]) -> None:
+def _stdin_code(st: _State, args: list[Word], shell: bool) -> None:
     """An interpreter or shell without a script operand runs code from stdin (a pipe or a
-    here-document): the whole line counts as opaque code."""
+    here-document): the whole line counts as opaque code. With one, the script is read."""
     if any(w.text == "-m" for w in args):
-        return  # python -m MODULE runs installed code, like a script on disk
+        return  # python -m MODULE runs installed code, not analysed (documented)
     operands = _operands(args, frozenset({"-W", "-X", "-o", "-O"}))
     if not operands or operands[0].text == "-":
         st.result.opaque.append(st.text)
+    else:
+        _script(st, operands[0], shell)
+
+
+def _script(st: _State, word: Word, shell: bool | None) -> None:
+    """A script file the command runs: a shell script is analysed like the command line
+    itself; other interpreters' scripts are kept for the protected-path check. `shell=None`
+    decides from the #! line (a file run directly)."""
+    if not word.known:
+        st.result.unknown(f"the script to run depends on runtime values: {word.text!r}")
+        return
+    path = os.path.normpath(os.path.join(st.cwds[0], word.text))
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(SCRIPT_LIMIT + 1)
+    except OSError:
+        return  # nothing to run (or a program on PATH): the shell fails the same way
+    if len(data) > SCRIPT_LIMIT or b"\0" in data:
+        st.result.unknown(f"the script {path} is too large or not text")
+        return
+    text = data.decode("utf-8", "replace")
+    if shell is None:
+        first = text.split("\n", 1)[0]
+        # "#!/bin/bash -e", "#!/usr/bin/env bash", "#!/usr/bin/env -S python3 -u"; none: sh
+        names = [os.path.basename(w) for w in first[2:].split() if not w.startswith("-")]
+        if names[:1] == ["env"]:
+            names = names[1:]
+        shell = not first.startswith("#!") or (bool(names) and names[0] in _SHELLS)
+    if shell:
+        _walk(text, st.result, st.cwds, st.home, st.depth + 1, {})
+    else:
+        st.result.scripts.append((path, text))
 
 
 def _find(st: _State, args: list[Word]) -> None:
@@ -463,7 +501,7 @@ def _interpreter(st: _State, base: str, args: list[Word]) -> None:
         for w in _operands(args, frozenset({"-e", "-E"}))[0 if code_at is not None else 1 :]:
             st.result.writes.update(st.paths(w))
     if code_at is None or code_at + 1 >= len(args):
-        _stdin_code(st, args)  # a script file from disk is not analysed (documented)
+        _stdin_code(st, args, shell=False)  # stdin, or `python tool.py` from disk
         return
     st.result.opaque.append(args[code_at + 1].text)
     if not args[code_at + 1].known:
