@@ -422,6 +422,13 @@ def test_malformed_input_denies(shared: Repo) -> None:
     assert decision(hook(shared, no_input))[0] == "deny"
 
 
+def test_event_names_may_be_written_in_kebab_case(shared: Repo) -> None:
+    data = fixture("pre_tool_use_write", shared, tool_input={"file_path": ".taskgate/state.db"})
+    for name in ("pre-tool-use", "pre_tool_use", "PreToolUse"):
+        run = shared.run("hook", name, stdin=json.dumps(data), session=None)
+        assert decision(run)[0] == "deny", name
+
+
 def test_unknown_event_is_a_usage_error(shared: Repo) -> None:
     run = hook(shared, fixture("stop", shared), "NoSuchEvent")
     assert run.code == 2

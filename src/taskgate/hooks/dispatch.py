@@ -52,6 +52,7 @@ EVENTS = (
     "SubagentStop",
     "SessionEnd",
 )
+_BY_KEY = {name.lower(): name for name in EVENTS}
 # States in which a session may end without leaving work half-done (R-CKP-01 checkpoints).
 RESTING = frozenset({"SYNTHESIS", "AWAITING_USER_APPROVAL", "CLEANUP"})
 
@@ -65,6 +66,8 @@ def run_hook(argv: list[str], stdin: TextIO | None = None, stdout: TextIO | None
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     event = argv[0] if argv else ""
+    # `pre-tool-use`, `pre_tool_use` and `pretooluse` name PreToolUse too.
+    event = _BY_KEY.get(event.replace("-", "").replace("_", "").lower(), event)
     if event in ("-h", "--help"):
         print(f"usage: taskgate hook EVENT < hook.json  (EVENT: {', '.join(EVENTS)})", file=stdout)
         return 0
