@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -181,6 +182,31 @@ def test_push_to_remote_at_checkpoint(tmp_path: Path) -> None:
     head = git(repo.worktree(TASK), "rev-parse", "HEAD")
     assert status["checkpoint"]["pushed_to"] == f"origin/{TASK}"
     assert git(remote, "rev-parse", TASK) == head == status["checkpoint"]["commit_sha"]
+
+
+def test_the_push_does_not_hold_the_store_lock(tmp_path: Path) -> None:
+    """A slow remote must not stall every other taskgate process: while the checkpoint push
+    runs, the store's write lock is free (the remote side checks it during the push)."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    repo = make_repo(tmp_path / "r", config=PASSING_BUILD)
+    repo.git("remote", "add", "origin", str(remote))
+    mark = tmp_path / "lock-during-push"
+    probe = tmp_path / "receive-pack"
+    db = repo.path / ".taskgate" / "state.db"
+    probe.write_text(
+        "#!/bin/sh\n"
+        f"{sys.executable} -c \"import sqlite3; c = sqlite3.connect('{db}', timeout=0, "
+        "isolation_level=None); c.execute('BEGIN IMMEDIATE'); c.execute('ROLLBACK')\" "
+        f"&& echo free > {mark} || echo held > {mark}\n"
+        'exec git-receive-pack "$@"\n'
+    )
+    probe.chmod(0o755)
+    repo.git("config", "remote.origin.receivepack", str(probe))
+    to_awaiting(repo, TASK)
+    assert mark.read_text().strip() == "free"
+    status = repo.ok("status", TASK, "--json").json()
+    assert status["checkpoint"]["pushed_sha"] == status["checkpoint"]["commit_sha"]
 
 
 def test_no_remote_skips_push_cleanly(arepo: Repo) -> None:

@@ -40,9 +40,14 @@ def apply_transition(
     *,
     reason: str = "",
     evidence: dict[str, Any] | None = None,
+    pushed: dict[str, Any] | None = None,
     **changes: Any,
 ) -> TransitionResult:
-    """Write one transition and its side effects in the caller's transaction (R-TRN-04)."""
+    """Write one transition and its side effects in the caller's transaction (R-TRN-04).
+
+    `pushed` is push_task_branch's record when the caller already pushed T for the change
+    checkpoint outside the transaction (as `transition` does).
+    """
     t = snap.task
     now = engine.now()
     source = current_state(t)
@@ -73,8 +78,16 @@ def apply_transition(
         tx.revoke_approvals(t.name, "changes", now, f"left AWAITING_USER_APPROVAL: {reason}")
         changes.setdefault("checkpoint", None)
     if target is State.AWAITING_USER_APPROVAL:  # R-CKP-10 (D-CKP-3)
-        pushed = push_task_branch(engine, t.name)  # step 1 (R-WTB-07), before reading HEAD
+        if pushed is None:  # step 1 (R-WTB-07); transition() pushes before its transaction
+            pushed = push_task_branch(engine, t.name)
         head = gitrepo.head_sha(engine.ws.task_worktree(t.name)) or ""
+        if pushed.get("pushed_sha", head) != head:
+            raise Refused(
+                f"'{t.name}' moved while it was being pushed ({pushed['pushed_sha'][:12]} "
+                f"pushed, HEAD is now {head[:12]})",
+                [Violation("R-WTB-07", "the task branch is pushed before the change review")],
+                hint=f"repeat 'taskgate transition {t.name} AWAITING_USER_APPROVAL'",
+            )
         changes.setdefault(
             "checkpoint",
             {
@@ -131,11 +144,24 @@ def transition(
     except ValueError as exc:
         raise UsageError(str(exc), hint="see 'taskgate transition --help'") from None
 
-    def body(tx: Tx, snap: TaskSnapshot) -> TransitionResult:
+    def checked(snap: TaskSnapshot) -> None:
         refuse_while_pending(snap)
         facts = gather(engine, snap)
         refuse_if(transitions.check(facts, target, reason), f"{facts.state} -> {target}")
-        return apply_transition(engine, tx, snap, target, reason=reason)
+
+    pushed = None
+    if target is State.AWAITING_USER_APPROVAL:
+        # R-CKP-10 step 1 before the write transaction: a slow or hanging remote must not hold
+        # the store's write lock, which every other taskgate process and hook waits on. The
+        # guards run first, so a refused move pushes nothing; the transaction checks again.
+        snap = engine.require_snapshot(task)
+        engine.require_owner(snap.task)
+        checked(snap)
+        pushed = push_task_branch(engine, task)
+
+    def body(tx: Tx, snap: TaskSnapshot) -> TransitionResult:
+        checked(snap)
+        return apply_transition(engine, tx, snap, target, reason=reason, pushed=pushed)
 
     return engine.step(task, body)
 

@@ -15,11 +15,15 @@ def git(
     check: bool = True,
     stdin: str | None = None,
     env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
 ) -> Result:
-    """Run `git args...` in `cwd`; raise GitError with command and output when check fails."""
+    """Run `git args...` in `cwd`; raise GitError with command and output when check fails.
+
+    `timeout` is for commands that reach the network (push): local git needs none.
+    """
     cmd = ("git", *args)
     # `env` adds variables set on purpose (a temporary GIT_INDEX_FILE, fixed commit dates).
-    result = run(cmd, cwd=cwd, env=clean_env(env), stdin=stdin)
+    result = run(cmd, cwd=cwd, env=clean_env(env), stdin=stdin, timeout=timeout)
     if check and not result.ok:
         raise GitError(cmd, result.returncode, result.stdout, result.stderr)
     return result
