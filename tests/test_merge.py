@@ -242,6 +242,26 @@ def test_registered_but_unpopulated_worktree_is_checked_out(repo: Repo) -> None:
     assert gitrepo.ensure_worktrees(ws.repo, ws.common_dir, [spec]) == []  # idempotent
 
 
+def test_a_checkout_killed_midway_is_finished_next_time(repo: Repo) -> None:
+    """SIGKILL during the parallel checkout leaves git's index.lock behind; the next resume
+    (classify, recover) must finish the checkout instead of failing on the lock forever."""
+    from taskgate.engine.workspace import find_workspace
+    from taskgate.git import repo as gitrepo
+
+    wt = repo.task_dir(TASK) / "agents" / "architect" / "code"
+    wt.parent.mkdir(parents=True)
+    repo.git("worktree", "add", "-q", "--no-checkout", "-b", f"{TASK}-architect", str(wt), "main")
+    gitdir = gitrepo.git_dir(wt)
+    assert gitdir is not None
+    (gitdir / "index.lock").write_bytes(b"half-written index")
+    ws = find_workspace(repo.path)
+    spec = gitrepo.WorktreeSpec(wt, f"{TASK}-architect", "main")
+    assert gitrepo.ensure_worktrees(ws.repo, ws.common_dir, [spec]) == [wt]
+    assert (wt / "README.md").read_text() == "sample\n"
+    assert git(wt, "status", "--porcelain") == ""
+    assert not (gitdir / "index.lock").exists()
+
+
 def test_skip_path_merges_in_synthesis(repo: Repo) -> None:
     """D-WFV-3: a LOW docs task has no IMPLEMENTATION; its agent's change is merged in SYNTHESIS."""
     from flow import to_synthesis

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,14 +174,18 @@ def toplevel(path: Path) -> Path:
     return Path(git_out("rev-parse", "--show-toplevel", cwd=path))
 
 
-@contextmanager
-def repo_lock(common_dir: Path) -> Iterator[None]:
+def repo_lock(common_dir: Path) -> AbstractContextManager[None]:
     """Serialise worktree add/remove/prune and merges into main for one repository.
 
-    Concurrent `git worktree add` calls race on .git/worktrees; an flock is released by the
-    kernel when its holder dies, so a crash never leaves it held.
+    Concurrent `git worktree add` calls race on .git/worktrees.
     """
-    lock_path = common_dir / "taskgate-repo.lock"
+    return _flock(common_dir / "taskgate-repo.lock")
+
+
+@contextmanager
+def _flock(lock_path: Path) -> Iterator[None]:
+    """An exclusive flock; the kernel releases it when its holder dies, so a crash never
+    leaves it held."""
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -306,7 +310,17 @@ def ensure_worktrees(
 
 
 def _checkout(worktree: Path) -> None:
-    git("read-tree", "--reset", "-u", "HEAD", cwd=worktree)
+    """Populate a registered worktree. taskgate's checkouts of one worktree hold its flock, so
+    an index.lock found under that flock in a worktree that has no index yet was left by a
+    checkout that was killed: it is removed instead of failing every later resume."""
+    gitdir = git_dir(worktree)
+    if gitdir is None:
+        raise UsageError(f"{worktree} is not a registered worktree", hint="run 'taskgate recover'")
+    with _flock(gitdir / "taskgate-checkout.lock"):
+        stale = gitdir / "index.lock"
+        if stale.exists() and not (gitdir / "index").exists():
+            stale.unlink()
+        git("read-tree", "--reset", "-u", "HEAD", cwd=worktree)
 
 
 def in_progress(worktree: Path) -> str | None:
