@@ -8,7 +8,8 @@ import pytest
 
 from taskgate.store.base import Conflict
 from taskgate.store.records import GENESIS_HASH, TaskRow, TransitionRow, event_hash
-from taskgate.store.sqlite import SCHEMA_VERSION, SqliteStore
+from taskgate.store.schema import SCHEMA_VERSION
+from taskgate.store.sqlite import SqliteStore
 
 
 def row(name: str, session: str = "s1") -> TaskRow:
