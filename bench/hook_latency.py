@@ -105,8 +105,15 @@ def main() -> int:
     samples[fallback] = []
     samples[script] = []
     snapshot = repo / ".taskgate" / "hook-snapshot.json"
+    # Not on the decision path: PostToolUse opens the engine to record the tool usage in the
+    # audit trail, re-render the views and check the snapshot against the store.
+    after = "PostToolUse after that Edit (audit record, full engine)"
+    samples[after] = []
     samples["seed-style bash + jq"] = []
     edit = cases["Edit in the task worktree (snapshot read)"]
+    after_edit = json.dumps(
+        {**json.loads(edit), "hook_event_name": "PostToolUse", "tool_response": {}}
+    )
     for _ in range(rounds):  # interleaved, so machine noise hits every side alike
         samples["python3 -c pass"].append(timed([sys.executable, "-c", "pass"], repo, ""))
         # what any Python hook that parses JSON and reads the store must load
@@ -122,6 +129,7 @@ def main() -> int:
         samples[fallback].append(timed(command, repo, edit))
         snapshot.write_text(saved)
         samples[script].append(timed([*console_script(), "hook", "PreToolUse"], repo, edit))
+        samples[after].append(timed(installed_command("PostToolUse"), repo, after_edit))
         if has_jq:
             samples["seed-style bash + jq"].append(timed(["bash", str(seed)], repo, edit))
     base = statistics.median(samples["python3 -c pass"])

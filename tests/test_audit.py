@@ -23,6 +23,7 @@ from flow import (
 )
 from flow import to_synthesis as flow_to_synthesis
 from taskgate.protocol import audit_checks as ac
+from taskgate.protocol import audit_records as ar
 from taskgate.protocol.agents import STAKEHOLDERS
 from taskgate.store.sqlite import SqliteStore
 
@@ -370,7 +371,7 @@ def test_check_1_2_untagged_commit_and_tool_usage(tmp_path: Path) -> None:
         f"commit {sha[:12]} (main wrote this) on the task branch is not tagged [agent:A] and "
         "changes src/auth/session.py",
     ]
-    assert ac.canonical_check_id("0.2") == "1.2"  # C-13
+    assert ar.canonical_check_id("0.2") == "1.2"  # C-13
 
 
 def test_R_AGT_22_added_agent_missing_from_task_md(tmp_path: Path) -> None:
@@ -419,8 +420,8 @@ def test_agent_invocation_never_completed(tmp_path: Path) -> None:
 # -- pure checks ---------------------------------------------------------------------------------
 
 
-def _ev(seq: int, event_kind: str, **payload: Any) -> ac.Event:
-    return ac.Event(seq, event_kind, f"2030-01-01T00:00:{seq:02d}Z", payload)
+def _ev(seq: int, event_kind: str, **payload: Any) -> ar.Event:
+    return ar.Event(seq, event_kind, f"2030-01-01T00:00:{seq:02d}Z", payload)
 
 
 def test_pure_skipped_state_and_missing_gate_evidence() -> None:
@@ -432,10 +433,10 @@ def test_pure_skipped_state_and_missing_gate_evidence() -> None:
         _ev(5, "transition", **{"from": "SYNTHESIS", "to": "VALIDATION"}),
     )
     log = tuple(
-        ac.Logged(n, str(e.payload["from"]), str(e.payload["to"]), e.at)
+        ar.Logged(n, str(e.payload["from"]), str(e.payload["to"]), e.at)
         for n, e in enumerate(events[1:])
     )
-    i = ac.AuditInput(
+    i = ar.AuditInput(
         TASK,
         "VALIDATION",
         "HIGH",
@@ -468,11 +469,11 @@ def test_pure_approval_before_presentation_and_automated_allowed() -> None:
         _ev(2, "presentation", kind="plan", bound_to="h"),
         _ev(3, "transition", **{"from": "SYNTHESIS", "to": "IMPLEMENTATION"}),
     )
-    approval = ac.ApprovalRecord(
+    approval = ar.ApprovalRecord(
         "plan", "h", "2030-01-01T00:00:02Z", "2030-01-01T00:00:01Z", "automated --yes"
     )
-    shown = ac.PresentationRecord("plan", "h", "2030-01-01T00:00:02Z")
-    base = ac.AuditInput(
+    shown = ar.PresentationRecord("plan", "h", "2030-01-01T00:00:02Z")
+    base = ar.AuditInput(
         TASK, "IMPLEMENTATION", events=events, approvals=(approval,), presentations=(shown,)
     )
     result = ac.check_approvals(base)
@@ -481,7 +482,7 @@ def test_pure_approval_before_presentation_and_automated_allowed() -> None:
     assert any("precedes its presentation" in e for e in evidence)
     assert any("was given before anything was presented (R-CKP-04)" in e for e in evidence)
     allowed = ac.check_approvals(
-        ac.AuditInput(
+        ar.AuditInput(
             TASK,
             "IMPLEMENTATION",
             events=events,
@@ -505,7 +506,7 @@ def test_pure_approval_before_presentation_and_automated_allowed() -> None:
     ],
 )
 def test_pure_source_files(path: str, source: bool) -> None:
-    assert ac.is_source_file(path) is source
+    assert ar.is_source_file(path) is source
 
 
 def test_artifacts_evidence_deleted_with_sqlite(saved: Repo) -> None:

@@ -19,6 +19,7 @@ from taskgate.fsutil import file_size, read_json, read_text
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git, ok
 from taskgate.protocol import audit_checks as ac
+from taskgate.protocol import audit_records as ar
 from taskgate.protocol.states import State
 from taskgate.store.base import StoreCorrupt
 from taskgate.store.records import GENESIS_HASH, TaskSnapshot, event_hash
@@ -33,7 +34,7 @@ class TaskAudit:
 
     task: str
     state: str
-    checks: tuple[ac.CheckResult, ...]
+    checks: tuple[ar.CheckResult, ...]
 
     @property
     def passed(self) -> bool:
@@ -92,11 +93,11 @@ def audit_snapshot(ws: Workspace, snap: TaskSnapshot) -> TaskAudit:
     return TaskAudit(snap.task.name, snap.task.state, tuple(checks))
 
 
-def audit_input(ws: Workspace, snap: TaskSnapshot) -> ac.AuditInput:
+def audit_input(ws: Workspace, snap: TaskSnapshot) -> ar.AuditInput:
     """The snapshot in the shape the pure checks judge (plus task.md, reports and commits)."""
     t = snap.task
     agents = t.classification.get("agents") if t.classification else None
-    return ac.AuditInput(
+    return ar.AuditInput(
         task=t.name,
         state=t.state,
         risk_level=t.risk_level,
@@ -104,20 +105,20 @@ def audit_input(ws: Workspace, snap: TaskSnapshot) -> ac.AuditInput:
         required_agents=t.required_agents,
         initial_agents=tuple(str(a) for a in agents) if isinstance(agents, list) else None,
         transitions=tuple(
-            ac.Logged(r.index, r.source, r.target, r.at, r.reason) for r in snap.transitions
+            ar.Logged(r.index, r.source, r.target, r.at, r.reason) for r in snap.transitions
         ),
-        events=tuple(ac.Event(e.seq, e.kind, e.at, e.payload) for e in snap.events),
+        events=tuple(ar.Event(e.seq, e.kind, e.at, e.payload) for e in snap.events),
         approvals=tuple(
-            ac.ApprovalRecord(
+            ar.ApprovalRecord(
                 a.kind, a.bound_to, a.presented_at, a.approved_at, a.provenance, a.revoked_at
             )
             for a in snap.approvals
         ),
         presentations=tuple(
-            ac.PresentationRecord(p.kind, p.bound_to, p.at) for p in snap.presentations
+            ar.PresentationRecord(p.kind, p.bound_to, p.at) for p in snap.presentations
         ),
         agents=tuple(
-            ac.AgentRecord(a.agent, a.initial, a.added_at_state, a.justification)
+            ar.AgentRecord(a.agent, a.initial, a.added_at_state, a.justification)
             for a in snap.agents
         ),
         commits=task_commits(ws, snap),
@@ -129,7 +130,7 @@ def audit_input(ws: Workspace, snap: TaskSnapshot) -> ac.AuditInput:
     )
 
 
-def task_commits(ws: Workspace, snap: TaskSnapshot) -> tuple[ac.Commit, ...] | None:
+def task_commits(ws: Workspace, snap: TaskSnapshot) -> tuple[ar.Commit, ...] | None:
     """Commits on branch T since the base (None when the branch or base is gone)."""
     t = snap.task
     if t.extra.get("squash_sha") or t.state in _DONE or not t.base_sha:
@@ -150,7 +151,7 @@ def task_commits(ws: Workspace, snap: TaskSnapshot) -> tuple[ac.Commit, ...] | N
     for record in result.stdout.split("\x1e")[1:]:
         sha, parents, message, files = [*record.split("\x1f"), "", "", ""][:4]
         commits.append(
-            ac.Commit(
+            ar.Commit(
                 sha.strip(),
                 message.strip(),
                 tuple(line for line in files.splitlines() if line.strip()),
@@ -163,9 +164,9 @@ def task_commits(ws: Workspace, snap: TaskSnapshot) -> tuple[ac.Commit, ...] | N
 # -- engine-level checks -----------------------------------------------------------------------
 
 
-def check_hash_chain(snap: TaskSnapshot) -> ac.CheckResult:
+def check_hash_chain(snap: TaskSnapshot) -> ar.CheckResult:
     """Each event's hash covers its content and the previous hash (DESIGN.md State)."""
-    findings: list[ac.Finding] = []
+    findings: list[ar.Finding] = []
     fix = f"restore the store from a backup; run 'taskgate recover {snap.task.name}'"
     cause = "audit events were edited or deleted directly in the store (they are append-only)"
     previous = GENESIS_HASH
@@ -175,7 +176,7 @@ def check_hash_chain(snap: TaskSnapshot) -> ac.CheckResult:
         if e.prev_hash != previous:
             after = f"event #{previous_seq}" if previous_seq is not None else "the chain's start"
             findings.append(
-                ac.Finding(
+                ar.Finding(
                     f"{label} does not follow {after}: its prev_hash {e.prev_hash[:12]} != "
                     f"{previous[:12]} (an event was deleted or reordered)",
                     fix,
@@ -184,14 +185,14 @@ def check_hash_chain(snap: TaskSnapshot) -> ac.CheckResult:
             )
         if event_hash(e.prev_hash, e.task, e.at, e.kind, e.payload) != e.hash:
             findings.append(
-                ac.Finding(
+                ar.Finding(
                     f"{label}: the stored hash does not match its content (the event was edited)",
                     fix,
                     cause,
                 )
             )
         previous, previous_seq = e.hash, e.seq
-    return ac.CheckResult(
+    return ar.CheckResult(
         "hash-chain",
         f"the audit trail's hash chain is intact ({len(snap.events)} events)",
         ("R-AUD-01", "R-AUD-12"),
@@ -258,10 +259,10 @@ def view_problems(ws: Workspace, snap: TaskSnapshot) -> list[str]:
     return problems
 
 
-def check_views(ws: Workspace, snap: TaskSnapshot) -> ac.CheckResult:
+def check_views(ws: Workspace, snap: TaskSnapshot) -> ar.CheckResult:
     """The views agree with the store; disagreements are reported, never repaired here."""
     findings = [
-        ac.Finding(
+        ar.Finding(
             problem,
             f"run 'taskgate recover {snap.task.name} --repair' (re-renders the views)",
             "a view was edited, touched or deleted outside taskgate, or a process died between "
@@ -269,7 +270,7 @@ def check_views(ws: Workspace, snap: TaskSnapshot) -> ac.CheckResult:
         )
         for problem in view_problems(ws, snap)
     ]
-    return ac.CheckResult(
+    return ar.CheckResult(
         "views", "the views match the store", ("DESIGN-State", "C-03", "C-04"), tuple(findings)
     )
 
@@ -372,10 +373,10 @@ def git_problems(ws: Workspace, snap: TaskSnapshot) -> list[tuple[str, str]]:
     return problems
 
 
-def check_git(ws: Workspace, snap: TaskSnapshot) -> ac.CheckResult:
+def check_git(ws: Workspace, snap: TaskSnapshot) -> ar.CheckResult:
     """Branches, worktrees and recorded commits agree with the repository."""
     findings = [
-        ac.Finding(
+        ar.Finding(
             evidence,
             fix,
             "git was changed outside taskgate (reset, rebase, branch or worktree removal) or a "
@@ -383,7 +384,7 @@ def check_git(ws: Workspace, snap: TaskSnapshot) -> ac.CheckResult:
         )
         for evidence, fix in git_problems(ws, snap)
     ]
-    return ac.CheckResult(
+    return ar.CheckResult(
         "git",
         "git matches the record (branches, worktrees, recorded and merged commits)",
         ("R-WTB-01", "R-WTB-02", "R-CMP-06", "R-REC-11"),
