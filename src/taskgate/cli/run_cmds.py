@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
 from taskgate.errors import EXIT_OK
+from taskgate.fsutil import hostname
 
 
 def register(add: Any) -> None:
@@ -57,7 +57,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from taskgate.orchestrator.run import choose_approver, run
 
     if not args.session and not os.environ.get("TASKGATE_SESSION"):
-        args.session = f"run@{socket.gethostname()}"  # stable, so a rerun resumes (R-LCK-03)
+        args.session = f"run@{hostname()}"  # stable, so a rerun resumes (R-LCK-03)
     with engine_for(args) as engine:
         progress = _progress(args)
         approver = choose_approver(engine, yes=args.yes)

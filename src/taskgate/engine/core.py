@@ -8,7 +8,6 @@ rendered after the commit.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from taskgate.engine import views
 from taskgate.engine.clock import Clock, iso, system_clock
 from taskgate.engine.workspace import Workspace, require_initialized
 from taskgate.errors import Corrupted, ForeignTask, TaskgateError, UsageError
-from taskgate.fsutil import read_text
+from taskgate.fsutil import hostname, read_text
 from taskgate.protocol.names import task_name_problem
 from taskgate.protocol.states import State
 from taskgate.protocol.todo import TodoError, TodoList, parse_todo
@@ -38,7 +37,7 @@ class Engine:
     session_id: str = ""
     clock: Clock = system_clock
     cwd: Path = field(default_factory=Path.cwd)
-    host: str = field(default_factory=socket.gethostname)
+    host: str = field(default_factory=hostname)
     # A long-lived owner (`taskgate run`) records its pid and fence; every write checks both.
     owner_pid: int | None = None
     fence: int | None = None
