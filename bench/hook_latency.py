@@ -107,7 +107,7 @@ def main() -> int:
     snapshot = repo / ".taskgate" / "hook-snapshot.json"
     # Not on the decision path: PostToolUse opens the engine to record the tool usage in the
     # audit trail, re-render the views and check the snapshot against the store.
-    after = "PostToolUse after that Edit (audit record, full engine)"
+    after = "PostToolUse after that Edit (engine, audit record)"
     samples[after] = []
     samples["seed-style bash + jq"] = []
     edit = cases["Edit in the task worktree (snapshot read)"]
