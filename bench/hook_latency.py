@@ -109,10 +109,16 @@ def main() -> int:
     # audit trail, re-render the views and check the snapshot against the store.
     after = "PostToolUse after that Edit (engine, audit record)"
     samples[after] = []
+    quiet = "PostToolUse after `git status` (writes nothing)"
+    samples[quiet] = []
     samples["seed-style bash + jq"] = []
     edit = cases["Edit in the task worktree (snapshot read)"]
     after_edit = json.dumps(
         {**json.loads(edit), "hook_event_name": "PostToolUse", "tool_response": {}}
+    )
+    status_call = json.loads(cases["Bash `git status && pytest -q` (no task lookup)"])
+    after_status = json.dumps(
+        {**status_call, "hook_event_name": "PostToolUse", "tool_response": {}}
     )
     for _ in range(rounds):  # interleaved, so machine noise hits every side alike
         samples["python3 -c pass"].append(timed([sys.executable, "-c", "pass"], repo, ""))
@@ -130,6 +136,7 @@ def main() -> int:
         snapshot.write_text(saved)
         samples[script].append(timed([*console_script(), "hook", "PreToolUse"], repo, edit))
         samples[after].append(timed(installed_command("PostToolUse"), repo, after_edit))
+        samples[quiet].append(timed(installed_command("PostToolUse"), repo, after_status))
         if has_jq:
             samples["seed-style bash + jq"].append(timed(["bash", str(seed)], repo, edit))
     base = statistics.median(samples["python3 -c pass"])

@@ -624,6 +624,31 @@ def test_post_tool_use_detects_and_repairs_an_edited_view(impl: Repo) -> None:
     assert json.loads(view.read_text())["state"] == "IMPLEMENTATION"
 
 
+def test_post_tool_use_after_a_command_that_writes_nothing_skips_the_engine(impl: Repo) -> None:
+    """Most Bash calls write no file: PostToolUse then has nothing to record and answers
+    without loading the engine; a command that writes still goes the full way."""
+    argv = shlex.split(default_program())
+
+    def loaded(command: str) -> tuple[str, set[str]]:
+        data = fixture("post_tool_use_write", impl, tool_name="Bash",
+                       tool_input={"command": command})  # fmt: skip
+        proc = subprocess.run(
+            [argv[0], "-X", "importtime", *argv[1:], "PostToolUse"],
+            cwd=impl.path, input=json.dumps(data), capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return proc.stdout, {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+
+    before = json.loads((impl.task_dir(TASK) / "audit-trail.json").read_text())["tool_usage"]
+    for quiet in ("git status && git log -1", "grep -rn TODO src | head"):
+        out, modules = loaded(f"cd {impl.worktree(TASK)} && {quiet}")
+        assert out == "" and "taskgate.engine.core" not in modules, quiet
+    out, modules = loaded(f"cd {impl.worktree(TASK)} && echo x > notes.txt")
+    assert "taskgate.engine.core" in modules
+    trail = json.loads((impl.task_dir(TASK) / "audit-trail.json").read_text())["tool_usage"]
+    assert len(trail) == len(before) + 1
+    assert trail[-1]["file_path"] == str(impl.worktree(TASK) / "notes.txt")
+
+
 def test_stop_warns_when_a_lock_is_held_mid_phase(impl: Repo) -> None:
     run = hook(impl, fixture("stop", impl))
     assert f"still holds task '{TASK}' in IMPLEMENTATION" in run.json()["systemMessage"]

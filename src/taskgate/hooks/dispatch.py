@@ -310,6 +310,8 @@ def user_prompt_submit(data: dict[str, Any]) -> dict[str, Any] | None:
 
 def post_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
     """R-AUD-03 tool usage record; views edited behind taskgate's back are reported."""
+    if _wrote_nothing(data):
+        return None
     from taskgate.hooks.record import record_tool_use
 
     def act(engine: Engine, task: str | None) -> str:
@@ -319,6 +321,23 @@ def post_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
 
     warning = _on_owned_task(data, act, any_session=True)
     return _context_output("PostToolUse", warning) if warning else None
+
+
+def _wrote_nothing(data: dict[str, Any]) -> bool:
+    """A Bash command that provably writes no file (git status, a test run, grep: most Bash
+    calls) leaves nothing to record and could not have touched a view or the snapshot, so
+    PostToolUse answers without loading the engine."""
+    tool_input = data.get("tool_input")
+    if data.get("tool_name") != "Bash" or not isinstance(tool_input, dict):
+        return False
+    command = tool_input.get("command")
+    if not isinstance(command, str):
+        return False
+    from taskgate.hooks.shell import analyse
+
+    found = analyse(command, data["cwd"])
+    touched = found.writes or found.dir_writes or found.link_targets
+    return found.complete and not (touched or found.opaque or found.scripts)
 
 
 def _on_owned_task(
