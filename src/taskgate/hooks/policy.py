@@ -18,21 +18,10 @@ if TYPE_CHECKING:
 
 # The 11 states of protocol/states.py (RULES §0 STATES), without importing enum on the hook
 # path; tests/test_hooks_dispatch.py checks the two agree. Any other state fails closed.
-STATES = frozenset(
-    {
-        "INIT",
-        "CLASSIFIED",
-        "REQUIREMENTS",
-        "SYNTHESIS",
-        "IMPLEMENTATION",
-        "VALIDATION",
-        "REVIEW",
-        "AWAITING_USER_APPROVAL",
-        "SCOPE_NEGOTIATION",
-        "COMPLETE",
-        "CLEANUP",
-    }
-)
+STATES = frozenset({
+    "INIT", "CLASSIFIED", "REQUIREMENTS", "SYNTHESIS", "IMPLEMENTATION", "VALIDATION",
+    "REVIEW", "AWAITING_USER_APPROVAL", "SCOPE_NEGOTIATION", "COMPLETE", "CLEANUP",
+})  # fmt: skip
 # States whose transitions are protocol business: merges to main and branch deletion are part
 # of the completion sequence only (R-CMP-01, R-CLN-03).
 FINISHING = frozenset({"COMPLETE", "CLEANUP"})
@@ -66,21 +55,10 @@ _CODE_WRITES = (
 SETTINGS_NAMES = ("settings.json", "settings.local.json")
 _GIT_GLOBAL_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})
 # The git subcommands the rules judge (hooks/gitrules.py); others need no store read.
-GIT_JUDGED = frozenset(
-    {
-        "merge",
-        "push",
-        "branch",
-        "reset",
-        "reflog",
-        "worktree",
-        "clean",
-        "checkout",
-        "switch",
-        "restore",
-        "stash",
-    }
-)
+GIT_JUDGED = frozenset({
+    "merge", "push", "branch", "reset", "reflog", "worktree", "clean",
+    "checkout", "switch", "restore", "stash",
+})  # fmt: skip
 
 
 class Verdict:

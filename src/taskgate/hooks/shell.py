@@ -430,20 +430,10 @@ def _writer(st: _State, name: str, args: list[Word]) -> None:
 
 
 def _copy_targets(st: _State, name: str, args: list[Word]) -> list[Word]:
-    with_value = frozenset(
-        {
-            "-t",
-            "--target-directory",
-            "-S",
-            "--suffix",
-            "-m",
-            "--mode",
-            "-o",
-            "-g",
-            "--owner",
-            "--group",
-        }
-    )
+    with_value = frozenset({
+        "-t", "--target-directory", "-S", "--suffix", "-m", "--mode", "-o", "-g", "--owner",
+        "--group",
+    })  # fmt: skip
     ops = _operands(args, with_value)
     directory = next(
         (args[i + 1] for i, w in enumerate(args[:-1]) if w.text in ("-t", "--target-directory")),
