@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from taskgate.protocol import guards, taskmd
+from taskgate.protocol import checklist, guards, taskmd
 from taskgate.protocol.facts import AgentFacts, Approval, LogEntry, TaskFacts, Validation
 from taskgate.protocol.states import AgentStatus, ChangeType, Decision, RiskLevel, State
 from taskgate.protocol.workflow import state_path
@@ -84,7 +84,7 @@ def test_R_TRN_10_classified_gate() -> None:
 def _nine(**kw: object) -> list[guards.Violation]:
     state = kw.pop("state", S.REQUIREMENTS)
     assert isinstance(state, State)
-    return guards.requirements_checklist(facts(state, **kw))
+    return checklist.requirements_checklist(facts(state, **kw))
 
 
 def test_D_DOC_2_nine_checks_in_order() -> None:

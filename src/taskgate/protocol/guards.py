@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 from taskgate.protocol.facts import TaskFacts
 from taskgate.protocol.states import (
-    MIN_REPORT_BYTES,
     AgentStatus,
     Decision,
     State,
@@ -45,7 +44,7 @@ def ownership(f: TaskFacts) -> list[Violation]:
     return []
 
 
-def _cwd(f: TaskFacts, rule: str, text: str) -> list[Violation]:
+def cwd_violation(f: TaskFacts, rule: str, text: str) -> list[Violation]:
     if f.cwd_in_task_worktree is False:
         return [Violation(rule, text, f"cd into the task worktree of '{f.task}' and run it again")]
     return []
@@ -68,7 +67,7 @@ def _task_worktree(f: TaskFacts, rule: str) -> list[Violation]:
     return []
 
 
-def _log_has(f: TaskFacts, *pairs: tuple[State, State]) -> list[tuple[State, State]]:
+def missing_log_pairs(f: TaskFacts, *pairs: tuple[State, State]) -> list[tuple[State, State]]:
     """The (from, to) pairs missing from the log, checked in order (R-TRN-13)."""
     missing: list[tuple[State, State]] = []
     position = 0
@@ -123,7 +122,7 @@ def init_to_classified(f: TaskFacts) -> list[Violation]:
             Violation("R-TRN-09", f"task '{f.task}' is not in todo.md", "add it to todo.md")
         )
     problems += _task_worktree(f, "R-TRN-09")
-    problems += _cwd(f, "R-TRN-09", "not in the task worktree")
+    problems += cwd_violation(f, "R-TRN-09", "not in the task worktree")
     return problems
 
 
@@ -164,140 +163,8 @@ def classified_to_requirements(f: TaskFacts) -> list[Violation]:
                     f"add a '## {section}' heading to task.md",
                 )
             )
-    problems += _cwd(f, "R-TRN-10", "CRITICAL ERROR: Not in task worktree!")
+    problems += cwd_violation(f, "R-TRN-10", "CRITICAL ERROR: Not in task worktree!")
     return problems
-
-
-def requirements_checklist(f: TaskFacts) -> list[Violation]:
-    """D-DOC-2: the 9-point REQUIREMENTS exit checklist, in order, stopping at the first failure."""
-    for check in _NINE_CHECKS:
-        problems = check(f)
-        if problems:
-            return problems
-    return []
-
-
-def _check1(f: TaskFacts) -> list[Violation]:
-    if f.state is State.REQUIREMENTS:
-        return []
-    return [
-        Violation("R-TRN-11", f"[1/9] FAILED: Lock state is '{f.state}', expected 'REQUIREMENTS'")
-    ]
-
-
-def _check2(f: TaskFacts) -> list[Violation]:
-    return [
-        Violation(v.rule, f"[2/9] FAILED: Lock owned by different session ({f.owner})", v.hint)
-        for v in ownership(f)
-    ]
-
-
-def _check3(f: TaskFacts) -> list[Violation]:
-    return _cwd(f, "R-TRN-11", "[3/9] FAILED: Wrong directory")
-
-
-def _check4(f: TaskFacts) -> list[Violation]:
-    if f.task_md is None:
-        return [Violation("R-DOC-01", "[4/9] FAILED: task.md not found", "run 'taskgate classify'")]
-    return [
-        Violation("R-DOC-02", f"[4/9] FAILED: task.md missing section: {s}", f"add '## {s}'")
-        for s in missing_sections(f.task_md)
-    ]
-
-
-def _check5(f: TaskFacts) -> list[Violation]:
-    if not f.required_agents:
-        return [
-            Violation(
-                "R-DOC-07",
-                "[5/9] FAILED: No required_agents in lock file",
-                "return to CLASSIFIED: taskgate transition T CLASSIFIED --reason ...",
-            )
-        ]
-    missing = [a for a in f.required_agents if not f.agent(a).worktree_exists]
-    return [
-        Violation(
-            "R-DOC-07",
-            f"[5/9] FAILED: Agent worktree missing: {a}",
-            "return to CLASSIFIED or run 'taskgate recover --repair'",
-        )
-        for a in missing
-    ]
-
-
-def _check6(f: TaskFacts) -> list[Violation]:
-    incomplete = [
-        f"{a} ({f.agent(a).status or 'no status'})"
-        for a in f.required_agents
-        if f.agent(a).status is not AgentStatus.COMPLETE
-    ]
-    if not incomplete:
-        return []
-    done = len(f.required_agents) - len(incomplete)
-    return [
-        Violation(
-            "R-AST-15",
-            f"[6/9] FAILED: {len(incomplete)} agents incomplete; GATE FAILED: "
-            f"{done}/{len(f.required_agents)} agents complete: {', '.join(incomplete)}",
-            "wait for WORKING agents, re-invoke the others ('taskgate agent check T')",
-        )
-    ]
-
-
-def _check7(f: TaskFacts) -> list[Violation]:
-    bad = [
-        f"{a}: {problem}"
-        for a in f.required_agents
-        if (problem := report_problem(f.agent(a).report_bytes)) is not None
-    ]
-    if not bad:
-        return []
-    return [
-        Violation(
-            "R-DOC-04",
-            f"[7/9] FAILED: {len(bad)} reports missing/invalid: {'; '.join(bad)}",
-            f"each agent writes {f.task}-<agent>-requirements.md (at least {MIN_REPORT_BYTES} "
-            "bytes) in the task directory",
-        )
-    ]
-
-
-def _check8(f: TaskFacts) -> list[Violation]:
-    missing = _log_has(f, (State.INIT, State.CLASSIFIED), (State.CLASSIFIED, State.REQUIREMENTS))
-    return [
-        Violation(
-            "R-TRN-13",
-            f"[8/9] FAILED: Missing {a} -> {b} transition",
-            "protocol error: escalate to the user ('taskgate recover')",
-        )
-        for a, b in missing
-    ]
-
-
-def _check9(f: TaskFacts) -> list[Violation]:
-    errors = [a for a in f.required_agents if f.agent(a).status is AgentStatus.ERROR]
-    if not errors:
-        return []
-    return [
-        Violation(
-            "R-DOC-07",
-            f"[9/9] FAILED: {len(errors)} agents in ERROR state: {', '.join(errors)}",
-            "re-invoke the failed agents",
-        )
-    ]
-
-
-_NINE_CHECKS: tuple[Guard, ...] = (
-    _check1,
-    _check2,
-    _check3,
-    _check4,
-    _check5,
-    _check6,
-    _check7,
-    _check8,
-    _check9,
-)
 
 
 def _entry_guards(f: TaskFacts, *, need_plan_text: bool) -> list[Violation]:
@@ -334,7 +201,7 @@ def _entry_guards(f: TaskFacts, *, need_plan_text: bool) -> list[Violation]:
             )
         )
     problems += _plan_approval(f)
-    missing = _log_has(
+    missing = missing_log_pairs(
         f,
         (State.INIT, State.CLASSIFIED),
         (State.CLASSIFIED, State.REQUIREMENTS),

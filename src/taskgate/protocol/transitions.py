@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from taskgate.protocol import guards
+from taskgate.protocol import checklist, guards
 from taskgate.protocol.facts import TaskFacts
 from taskgate.protocol.states import State
 from taskgate.protocol.violations import Violation
@@ -40,7 +40,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(2, S.CLASSIFIED, S.REQUIREMENTS, "R-TRN-10 gate", "001 §CLASSIFIED -> REQUIREMENTS",
                guards.classified_to_requirements),
     Transition(3, S.REQUIREMENTS, S.SYNTHESIS, "9-point checklist (D-DOC-2)",
-               "001 §REQUIREMENTS State Exit Verification", guards.requirements_checklist),
+               "001 §REQUIREMENTS State Exit Verification", checklist.requirements_checklist),
     Transition(4, S.SYNTHESIS, S.IMPLEMENTATION, "entry guards 1-6 (D-DOC-3), plan approved",
                "001 §IMPLEMENTATION State Entry Guards", guards.synthesis_to_implementation),
     Transition(5, S.SYNTHESIS, S.AWAITING_USER_APPROVAL,
