@@ -40,6 +40,7 @@ def ours(data: dict[str, Any], event: str) -> list[dict[str, Any]]:
 def test_install_adds_every_event_and_is_idempotent(repo: Repo) -> None:
     first = repo.ok("hooks", "install", "--json").json()
     assert first["changes"] == dict.fromkeys(EVENTS, "added")
+    assert first["program"] == default_program()
     data = json.loads(settings(repo).read_text())
     for event in EVENTS:
         [entry] = ours(data, event)

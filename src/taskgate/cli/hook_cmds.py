@@ -23,17 +23,16 @@ def _settings(args: argparse.Namespace) -> tuple[Path, Path]:
     return settings_path(repo, home, args.user), repo
 
 
-def _emit(args: argparse.Namespace, report: Any, verb: str) -> None:
+def _emit(args: argparse.Namespace, report: Any, verb: str, program: str = "") -> None:
     lines = [f"{verb} {report.path}"]
     lines += [f"  {event}: {change}" for event, change in report.changes.items()]
     lines += [f"  problem: {p}" for p in report.problems]
     if not report.changes:
         lines.append("  (no taskgate entries; nothing changed)")
-    emit(
-        args,
-        {"path": str(report.path), "changes": report.changes, "problems": report.problems},
-        "\n".join(lines),
-    )
+    if program:
+        lines.append(f"  each entry runs: {program} EVENT")
+    data = {"path": str(report.path), "changes": report.changes, "problems": report.problems}
+    emit(args, data | ({"program": program} if program else {}), "\n".join(lines))
 
 
 def cmd_hooks_install(args: argparse.Namespace) -> int:
@@ -41,7 +40,8 @@ def cmd_hooks_install(args: argparse.Namespace) -> int:
     from taskgate.hooks.install import default_program, install
 
     path, _ = _settings(args)
-    _emit(args, install(path, default_program()), "hooks in")
+    program = default_program()
+    _emit(args, install(path, program), "hooks in", program)
     return EXIT_OK
 
 
