@@ -151,7 +151,29 @@ def main() -> int:
         median = statistics.median(values)
         vs_seed = f"{median / seed_ms:8.2f}" if seed_ms else f"{'-':>8}"
         print(f"{name:52} {median * 1000:10.1f} {median / base:9.2f} {vs_seed}")
+    snapshot_scaling()
     return 0
+
+
+def snapshot_scaling() -> None:
+    """What the snapshot costs the hook as tasks accumulate: size and in-process parse time."""
+    from taskgate.hooks.jsonio import loads
+
+    print("snapshot size and parse time by task count (in-process, median of 20)")
+    for count in (50, 1000, 10000):
+        tasks = [
+            {"name": f"task-{i}", "state": "CLEANUP", "session": None,
+             "agents": ["architect", "quality", "security"]}
+            for i in range(count)
+        ]  # fmt: skip
+        text = json.dumps({"format": 1, "tasks": tasks}, sort_keys=True)
+        times = []
+        for _ in range(20):
+            start = time.perf_counter()
+            loads(text)
+            times.append(time.perf_counter() - start)
+        median = statistics.median(times) * 1000
+        print(f"  {count:6} tasks {len(text) // 1024:6} KiB {median:8.2f} ms")
 
 
 if __name__ == "__main__":
