@@ -22,9 +22,9 @@ from taskgate.protocol.risk import (
     compile_glob,
     detect_change_type,
     escalation_keywords,
-    parse_risk_config,
     state_path,
 )
+from taskgate.protocol.risk_config import parse_risk_config
 from taskgate.protocol.states import ChangeType, RiskLevel, State
 
 H, M, L = RiskLevel.HIGH, RiskLevel.MEDIUM, RiskLevel.LOW

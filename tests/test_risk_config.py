@@ -24,9 +24,9 @@ from taskgate.protocol.risk import (
     RiskConfigError,
     RiskPattern,
     classify,
-    parse_risk_config,
     pattern_problem,
 )
+from taskgate.protocol.risk_config import parse_risk_config
 from taskgate.protocol.states import RiskLevel
 
 H, M, L = RiskLevel.HIGH, RiskLevel.MEDIUM, RiskLevel.LOW

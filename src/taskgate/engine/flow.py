@@ -196,7 +196,8 @@ def classify_task(
     force_full: bool = False,
 ) -> dict[str, Any]:
     """`taskgate classify T`: risk, agents, variant → CLASSIFIED, then agent worktrees + task.md."""
-    from taskgate.protocol.risk import RiskConfigError, classify, parse_risk_config
+    from taskgate.protocol.risk import RiskConfigError, classify
+    from taskgate.protocol.risk_config import parse_risk_config
 
     override = None
     if risk_level:
