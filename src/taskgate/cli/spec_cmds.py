@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from taskgate.cli.spec_terminal import ask, interactive, responder
 from taskgate.errors import EXIT_HUMAN, EXIT_OK, Corrupted, Refused, UsageError
 
 if TYPE_CHECKING:
     from taskgate.spec.detect import Candidate
     from taskgate.spec.loop import Outcome, Workflow
-    from taskgate.spec.state import Decision, SpecPaths, SpecState
-
-
-def _interactive() -> bool:
-    return sys.stdin.isatty()
+    from taskgate.spec.state import SpecPaths, SpecState
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -37,54 +32,6 @@ def _where(args: argparse.Namespace) -> tuple[Path, Path]:
         raise UsageError(f"--repo {start} does not exist")
     found = gitrepo.discover(start)
     return found.main_worktree, found.common_dir
-
-
-# --- responders: where answers and decisions come from -------------------------------------
-
-
-def _ask(prompt: str) -> str | None:
-    """One line typed at the terminal; None when input ends (Ctrl-D): nobody answered."""
-    try:
-        return input(prompt).strip()
-    except EOFError:
-        print()
-        return None
-
-
-class Terminal:
-    """A person at the terminal answers the questions and makes the decisions."""
-
-    def __init__(self, read: Callable[[str], str | None] = _ask) -> None:
-        self.read = read
-
-    def answers(self, state: SpecState) -> dict[str, str] | None:
-        """Ask each pending question in turn; all or nothing is recorded."""
-        print(f"\nClarification questions (iteration {state.current_iteration}):")
-        out = {}
-        for q in state.pending_questions:
-            print(f"\n{q.id} [{', '.join(q.gaps)}] {q.summary}\n  {q.text}")
-            answer = self.read(f"{q.id}> ")
-            if answer is None:
-                return None
-            out[q.id] = answer
-        return out
-
-    def decide(self, state: SpecState, decision: Decision) -> str | None:
-        """Ask until one of the options is typed."""
-        print(f"\n{decision.message}")
-        while True:
-            choice = self.read(f"[{'/'.join(decision.options)}]> ")
-            if choice is None or choice.lower() in decision.options:
-                return choice.lower() if choice else None
-            print(f"please type one of: {', '.join(decision.options)}")
-
-
-def _responder(state: SpecState, demo: bool) -> Any:
-    from taskgate.spec.responders import Nobody, Scripted
-
-    if demo or state.scripted_answers:
-        return Scripted(state)
-    return Terminal() if _interactive() else Nobody()
 
 
 # --- running and reporting -----------------------------------------------------------------
@@ -154,8 +101,8 @@ def _confirm_fresh(args: argparse.Namespace) -> bool:
     """R-SPC-17: "This will delete all progress. Continue?" (--yes answers it)."""
     if args.yes:
         return True
-    if _interactive():
-        return (_ask("This will delete all progress. Continue? [y/N] ") or "").lower() in (
+    if interactive():
+        return (ask("This will delete all progress. Continue? [y/N] ") or "").lower() in (
             "y",
             "yes",
         )
@@ -187,7 +134,7 @@ def _start(
     assert state is not None
     if not args.json:
         print(f"spec {paths.root.name}: started in {paths.root}")
-    return _run(args, common, paths, state, _responder(state, args.demo))
+    return _run(args, common, paths, state, responder(state, args.demo))
 
 
 # --- commands ------------------------------------------------------------------------------
@@ -208,9 +155,9 @@ def cmd_new(args: argparse.Namespace) -> int:
         return _start(args, root, common, description, args.name)
     best, others = matches[0], matches[1:]
     choice = "resume" if args.resume else "fresh" if args.fresh else None
-    if choice is None and not args.json and _interactive():
+    if choice is None and not args.json and interactive():
         print(resume_prompt(best, others))
-        answer = (_ask("[r]esume / start [f]resh> ") or "").lower()
+        answer = (ask("[r]esume / start [f]resh> ") or "").lower()
         choice = {"r": "resume", "resume": "resume", "f": "fresh", "fresh": "fresh"}.get(answer)
     if choice is None:
         data = {
@@ -280,7 +227,7 @@ def _resume(
             f"resuming {candidate.feature_id} ({state.loop_status}, iteration "
             f"{state.current_iteration})"
         )
-    return _run(args, common, paths, state, _responder(state, args.demo))
+    return _run(args, common, paths, state, responder(state, args.demo))
 
 
 def _integrity_failure(
@@ -293,10 +240,10 @@ def _integrity_failure(
 ) -> int:
     """R-SPC-16: a failed check blocks the resume; offer repair, fresh start, manual."""
     fid = candidate.feature_id
-    if _interactive() and not args.json:
+    if interactive() and not args.json:
         print(f"spec {fid} failed its integrity check:\n  " + "\n  ".join(problems))
         options = (["[r]epair"] if repairable else []) + ["start [f]resh", "[m]anual"]
-        answer = (_ask(" / ".join(options) + "> ") or "").lower()[:1]
+        answer = (ask(" / ".join(options) + "> ") or "").lower()[:1]
         if answer == "r" and repairable:
             args.repair = True
             return _resume(args, common, candidate)
@@ -400,8 +347,8 @@ def cmd_answer(args: argparse.Namespace) -> int:
                 hint=decision.message,
             )
     args.repair = args.fresh = args.yes = False
-    responder = Preset(answers, args.decision, _responder(state, args.demo))
-    return _run(args, common, candidate.paths, state, responder)
+    preset = Preset(answers, args.decision, responder(state, args.demo))
+    return _run(args, common, candidate.paths, state, preset)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
