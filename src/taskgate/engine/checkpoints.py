@@ -12,12 +12,14 @@ from taskgate.fsutil import read_text
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git
 from taskgate.protocol import taskmd
-from taskgate.protocol.messages import Checkpoint
-from taskgate.protocol.presentation import ChangeView, parse_plan, render_changes, render_plan
-from taskgate.protocol.states import State
+from taskgate.protocol.states import Checkpoint, State
 from taskgate.protocol.violations import Violation
 from taskgate.store.base import Tx
 from taskgate.store.records import ApprovalRow, PresentationRow, TaskRow, TaskSnapshot
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from taskgate.protocol.presentation import ChangeView
 
 KINDS = ("plan", "changes")
 CHECKPOINT_STATE = {"plan": State.SYNTHESIS, "changes": State.AWAITING_USER_APPROVAL}
@@ -137,6 +139,8 @@ def present(engine: Engine, task: str) -> Presentation:
             checkpoint["presented_at"] = now  # D-CKP-3
             changes["checkpoint"] = checkpoint
             bound = head
+            from taskgate.protocol.presentation import render_changes  # only when presenting
+
             view = _change_view(engine, snap, head)
             text = render_changes(view)
             details = {
@@ -181,6 +185,8 @@ def _plan(engine: Engine, snap: TaskSnapshot) -> tuple[str, str, dict[str, Any]]
             [Violation("R-DOC-11", f"plan lacks: {', '.join(missing)}")],
             hint="add the missing plan components to task.md, then present again",
         )
+    from taskgate.protocol.presentation import parse_plan, render_plan  # only when presenting
+
     view = parse_plan(text, t.required_agents)
     if view.problems:
         raise Refused("the plan cannot be presented", view.problems, hint=view.problems[0].hint)
@@ -209,6 +215,8 @@ def _change_view(engine: Engine, snap: TaskSnapshot, head: str) -> ChangeView:
     log = git("log", "--format=%h %s", f"{base}..{head}", cwd=worktree, check=False).stdout
     latest = snap.validations[-1] if snap.validations else None
     verdicts = {v.agent: v.decision for v in snap.verdicts if v.head_sha == head}
+    from taskgate.protocol.presentation import ChangeView
+
     return ChangeView(
         task=t.name,
         commit_sha=head,

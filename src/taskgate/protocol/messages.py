@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
 
+from taskgate.protocol.states import Checkpoint as Checkpoint
 from taskgate.protocol.states import State
 
 
@@ -22,14 +23,6 @@ class MessageKind(StrEnum):
     UNRELATED_WORK = "UNRELATED_WORK"
     OTHER = "OTHER"
     AMBIGUOUS = "AMBIGUOUS"
-
-
-class Checkpoint(StrEnum):
-    """Which human checkpoint a message answers: one presented in its state (R-CKP-01, R-CKP-04)."""
-
-    NONE = "NONE"
-    PLAN = "PLAN"
-    CHANGES = "CHANGES"
 
 
 @dataclass(frozen=True)

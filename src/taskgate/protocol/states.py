@@ -30,6 +30,14 @@ class State(StrEnum):
             raise ValueError(f"unknown state {text!r} (R-TRN-01); valid states: {valid}") from None
 
 
+class Checkpoint(StrEnum):
+    """Which human checkpoint a message answers: one presented in its state (R-CKP-01, R-CKP-04)."""
+
+    NONE = "NONE"
+    PLAN = "PLAN"
+    CHANGES = "CHANGES"
+
+
 class RiskLevel(StrEnum):
     """Task risk (RULES §0 RISK_LEVELS)."""
 
