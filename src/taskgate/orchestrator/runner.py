@@ -146,17 +146,19 @@ class Runner:
                 )
                 return
             self.progress.emit("agent-result", self.task, f"{architect}: {result.reason}")
-        raise NeedsHuman(
-            escalation_message(
-                self.task,
-                issue=f"the plan could not be written: {result.reason}",
-                state="SYNTHESIS",
-                attempts="synthesis re-invoked up to the retry limit",
-                impact="no plan to approve",
-                option1="Write the plan section in task.md yourself, then taskgate run",
-                option2="Clarify the task in todo.md",
-            ),
-            hint=f"taskgate run {self.task}",
+        raise self._escalation(
+            issue=f"the plan could not be written: {result.reason}",
+            state="SYNTHESIS",
+            attempts="synthesis re-invoked up to the retry limit",
+            impact="no plan to approve",
+            option1="Write the plan section in task.md yourself, then taskgate run",
+            option2="Clarify the task in todo.md",
+        )
+
+    def _escalation(self, *, hint: str = "", **fields: str) -> NeedsHuman:
+        """The D-REC-3 message for the person (R-REC-16); resuming is `taskgate run T`."""
+        return NeedsHuman(
+            escalation_message(self.task, **fields), hint=hint or f"taskgate run {self.task}"
         )
 
     def _apply_decision(self, kind: str, decision: Any) -> None:
@@ -208,17 +210,13 @@ class Runner:
                 self.engine, self.task, "skip_path_invocation", skip_path_result=result.to_json()
             )
             if not result.ok:
-                raise NeedsHuman(
-                    escalation_message(
-                        self.task,
-                        issue=f"the documentation change failed: {result.reason}",
-                        state="SYNTHESIS",
-                        attempts="one invocation",
-                        impact="nothing changed on the task branch",
-                        option1="Fix the agent configuration and resume",
-                        option2="Make the change yourself on the task branch",
-                    ),
-                    hint=f"taskgate run {self.task}",
+                raise self._escalation(
+                    issue=f"the documentation change failed: {result.reason}",
+                    state="SYNTHESIS",
+                    attempts="one invocation",
+                    impact="nothing changed on the task branch",
+                    option1="Fix the agent configuration and resume",
+                    option2="Make the change yourself on the task branch",
                 )
             self._merge(["architect"])
             notes.set_extra(self.engine, self.task, "skip_path_change", skip_path_done=True)
@@ -258,17 +256,13 @@ class Runner:
             return
         round_no = self._round()
         if round_no > MAX_IMPLEMENTATION_ROUNDS:
-            raise NeedsHuman(
-                escalation_message(
-                    self.task,
-                    issue=f"{round_no - 1} implementation rounds without finishing",
-                    state="IMPLEMENTATION",
-                    attempts="every round re-invoked the agents with work left",
-                    impact="the task does not converge",
-                    option1="Narrow the scope in todo.md",
-                    option2="Review the agents' feedback",
-                ),
-                hint=f"taskgate run {self.task}",
+            raise self._escalation(
+                issue=f"{round_no - 1} implementation rounds without finishing",
+                state="IMPLEMENTATION",
+                attempts="every round re-invoked the agents with work left",
+                impact="the task does not converge",
+                option1="Narrow the scope in todo.md",
+                option2="Review the agents' feedback",
             )
         self.progress.timeline.rounds += 1
         self.progress.emit("round", self.task, f"implementation round {round_no}", round=round_no)
@@ -307,17 +301,13 @@ class Runner:
                 conflicts=count,
             )
             if count >= MAX_MERGE_CONFLICT_ROUNDS:
-                raise NeedsHuman(
-                    escalation_message(
-                        self.task,
-                        issue=f"merge conflicts in {count} rounds: {', '.join(conflicts)}",
-                        state="IMPLEMENTATION",
-                        attempts="agents were rebased and re-invoked",
-                        impact="agent work not merged",
-                        option1="Resolve the conflict on the agent branches by hand",
-                        option2="Re-plan the split of work between agents",
-                    ),
-                    hint=f"taskgate run {self.task}",
+                raise self._escalation(
+                    issue=f"merge conflicts in {count} rounds: {', '.join(conflicts)}",
+                    state="IMPLEMENTATION",
+                    attempts="agents were rebased and re-invoked",
+                    impact="agent work not merged",
+                    option1="Resolve the conflict on the agent branches by hand",
+                    option2="Re-plan the split of work between agents",
                 )
 
     def _on_validation(self, snap: TaskSnapshot) -> None:
@@ -332,16 +322,13 @@ class Runner:
         limit = self.engine.ws.config.protocol.build_recovery_iterations
         self.progress.emit("build", self.task, f"build failed: {failure.type} ({failure.detail})")
         if failure.type is FailureType.UNKNOWN or iterations > limit:  # R-VAL-08, R-VAL-09
-            raise NeedsHuman(
-                escalation_message(
-                    self.task,
-                    issue=f"the build fails ({failure.type}): {failure.detail}",
-                    state="VALIDATION",
-                    attempts=f"{iterations - 1} recovery iterations (R-VAL-09)",
-                    impact="the task branch does not build",
-                    option1="Fix the build on the task branch, then taskgate run",
-                    option2="Adjust [validation] commands",
-                ),
+            raise self._escalation(
+                issue=f"the build fails ({failure.type}): {failure.detail}",
+                state="VALIDATION",
+                attempts=f"{iterations - 1} recovery iterations (R-VAL-09)",
+                impact="the task branch does not build",
+                option1="Fix the build on the task branch, then taskgate run",
+                option2="Adjust [validation] commands",
                 hint=f"output tail:\n{result.output[-1500:]}",
             )
         # R-VAL-10: `run` has no main agent that edits code, so the main-agent fix classes go
@@ -404,17 +391,13 @@ class Runner:
         verdicts = {v.agent: v for v in snap.verdicts if v.round == self._review_round(snap)}
         missing = [a for a in snap.task.required_agents if a not in verdicts]
         if missing:
-            raise NeedsHuman(
-                escalation_message(
-                    self.task,
-                    issue=f"no review decision from {', '.join(missing)}",
-                    state="REVIEW",
-                    attempts="one review invocation each",
-                    impact="the change cannot be presented",
-                    option1="Fix the reviewers' configuration and resume",
-                    option2="Review by hand: taskgate agent verdict",
-                ),
-                hint=f"taskgate run {self.task}",
+            raise self._escalation(
+                issue=f"no review decision from {', '.join(missing)}",
+                state="REVIEW",
+                attempts="one review invocation each",
+                impact="the change cannot be presented",
+                option1="Fix the reviewers' configuration and resume",
+                option2="Review by hand: taskgate agent verdict",
             )
         rejected = {a: v for a, v in verdicts.items() if v.decision == Decision.REJECTED}
         if not rejected:
