@@ -225,16 +225,7 @@ def create(
     paths = SpecPaths(root / f"{number:03d}-{slug}")
     os.mkdir(paths.root)  # the reservation: a second process fails here, not later
     failpoints.hit("spec:A1:dir")  # crash here leaves an orphan directory (C-58)
-    state = SpecState(
-        feature_id=paths.root.name,
-        description=description.strip(),
-        loop_status="scaffolding",
-        phase="A1",
-        created=now,
-        agents=dict(agents),
-        scripted_answers=scripted,
-    )
-    save_state(paths, state, render=render_index)
+    adopt_orphan(paths, description, agents=agents, scripted=scripted, now=now)
     return paths
 
 
