@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from taskgate.engine.core import Engine
     from taskgate.hooks.policy import Verdict
+    from taskgate.hooks.shell import Analysis
     from taskgate.store.records import TaskRow
 
     Handler = Callable[[dict[str, Any]], "dict[str, Any] | None"]
@@ -310,32 +311,37 @@ def user_prompt_submit(data: dict[str, Any]) -> dict[str, Any] | None:
 
 def post_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
     """R-AUD-03 tool usage record; views edited behind taskgate's back are reported."""
-    if _wrote_nothing(data):
+    analysis = _bash_analysis(data)
+    if analysis is not None and _writes_nothing(analysis):
         return None
     from taskgate.hooks.record import record_tool_use
 
     def act(engine: Engine, task: str | None) -> str:
         found = _verify_snapshot(engine, task)
-        recorded = record_tool_use(engine, task, data) if task else ""
+        recorded = record_tool_use(engine, task, data, analysis) if task else ""
         return "\n".join(t for t in (found, recorded) if t)
 
     warning = _on_owned_task(data, act, any_session=True)
     return _context_output("PostToolUse", warning) if warning else None
 
 
-def _wrote_nothing(data: dict[str, Any]) -> bool:
-    """A Bash command that provably writes no file (git status, a test run, grep: most Bash
-    calls) leaves nothing to record and could not have touched a view or the snapshot, so
-    PostToolUse answers without loading the engine."""
+def _bash_analysis(data: dict[str, Any]) -> Analysis | None:
+    """What a Bash call's command line may have written; None for other tools."""
     tool_input = data.get("tool_input")
     if data.get("tool_name") != "Bash" or not isinstance(tool_input, dict):
-        return False
+        return None
     command = tool_input.get("command")
     if not isinstance(command, str):
-        return False
+        return None
     from taskgate.hooks.shell import analyse
 
-    found = analyse(command, data["cwd"])
+    return analyse(command, data["cwd"])
+
+
+def _writes_nothing(found: Analysis) -> bool:
+    """A command that provably writes no file (git status, a test run, grep: most Bash calls)
+    leaves nothing to record and could not have touched a view or the snapshot, so
+    PostToolUse answers without loading the engine."""
     touched = found.writes or found.dir_writes or found.link_targets
     return found.complete and not (touched or found.opaque or found.scripts)
 

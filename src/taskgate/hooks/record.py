@@ -13,6 +13,10 @@ from taskgate.protocol.states import State
 from taskgate.store.base import Tx
 from taskgate.store.records import TaskSnapshot
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from taskgate.hooks.shell import Analysis
+
 _WRITE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 
 
@@ -69,8 +73,11 @@ def tampered_views(engine: Engine, snap: TaskSnapshot) -> list[str]:
     return found
 
 
-def record_tool_use(engine: Engine, task: str, data: dict[str, Any]) -> str:
-    """R-AUD-03: {tool, file_path, agent, note}; repair and report tampered views."""
+def record_tool_use(
+    engine: Engine, task: str, data: dict[str, Any], analysis: Analysis | None
+) -> str:
+    """R-AUD-03: {tool, file_path, agent, note}; repair and report tampered views.
+    `analysis` is the Bash command line's (hooks/shell.py), None for other tools."""
     tool = str(data.get("tool_name", ""))
     tool_input = data.get("tool_input") if isinstance(data.get("tool_input"), dict) else {}
     assert isinstance(tool_input, dict)
@@ -79,10 +86,8 @@ def record_tool_use(engine: Engine, task: str, data: dict[str, Any]) -> str:
     if tool in _WRITE_TOOLS:
         raw = tool_input.get("notebook_path" if tool == "NotebookEdit" else "file_path")
         paths = [os.path.normpath(os.path.join(cwd, str(raw)))] if raw else []
-    elif tool == "Bash" and isinstance(tool_input.get("command"), str):
-        from taskgate.hooks.shell import analyse
-
-        paths = sorted(analyse(tool_input["command"], cwd).writes)
+    elif analysis is not None:
+        paths = sorted(analysis.writes)
     snap = engine.require_snapshot(task)
     tampered = tampered_views(engine, snap)
     if not paths and not tampered:
