@@ -59,9 +59,3 @@ def read_text(path: Path) -> str | None:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-
-
-def hostname() -> str:
-    """This machine's name, as leases record it (socket.gethostname without importing socket,
-    about 3 ms)."""
-    return os.uname().nodename

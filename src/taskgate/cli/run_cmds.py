@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from taskgate.errors import EXIT_OK
-from taskgate.fsutil import hostname
 
 
 def register(add: Any) -> None:
@@ -57,6 +56,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from taskgate.orchestrator.run import choose_approver, run
 
     if not args.session and not os.environ.get("TASKGATE_SESSION"):
+        from taskgate.process import hostname
+
         args.session = f"run@{hostname()}"  # stable, so a rerun resumes (R-LCK-03)
     with engine_for(args) as engine:
         progress = _progress(args)

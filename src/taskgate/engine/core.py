@@ -18,7 +18,8 @@ from taskgate.engine import views
 from taskgate.engine.clock import Clock, iso, system_clock
 from taskgate.engine.workspace import Workspace, require_initialized
 from taskgate.errors import Corrupted, ForeignTask, TaskgateError, UsageError
-from taskgate.fsutil import hostname, read_text
+from taskgate.fsutil import read_text
+from taskgate.process import hostname
 from taskgate.protocol.names import task_name_problem
 from taskgate.protocol.states import State
 from taskgate.protocol.todo import TodoError, TodoList, parse_todo

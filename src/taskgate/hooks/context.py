@@ -114,7 +114,7 @@ def load_actor(layout: Layout, session: str, agent: str) -> Actor:
             return actor_from(found, session, agent)
         except StoreUnreadable:
             pass  # the store has the last word on corruption
-    return actor_from(_from_store(layout), session, agent)
+    return actor_from(_from_store(db), session, agent)
 
 
 def actor_from(snap: dict[str, Any], session: str, agent: str) -> Actor:
@@ -147,8 +147,8 @@ def actor_from(snap: dict[str, Any], session: str, agent: str) -> Actor:
     return Actor(view, agent, tasks)
 
 
-def _from_store(layout: Layout) -> dict[str, Any]:
-    """The snapshot read from the store through a read-only connection (no Engine)."""
+def _from_store(db: str) -> dict[str, Any]:
+    """The snapshot read from the store `db` through a read-only connection (no Engine)."""
     try:  # the C module alone: sqlite3's dbapi2 wrapper imports datetime (about 1 ms more)
         import _sqlite3 as sqlite3
     except ImportError:  # pragma: no cover - other interpreters
@@ -157,7 +157,6 @@ def _from_store(layout: Layout) -> dict[str, Any]:
     from taskgate.hooks.jsonio import loads
     from taskgate.store import snapshot
 
-    db = os.path.join(layout.state_dir, "state.db")
     uri = "file:" + db.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
     try:
         conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=10)

@@ -118,10 +118,10 @@ def worktree_writes(sub: str, args: list[str], cwds: tuple[str, ...]) -> list[st
         return list(cwds) if first in _STASH_WRITERS else []
     if sub == "reset" and any(a in ("--hard", "--merge", "--keep") for a in args):
         return list(cwds)
-    forced = any(a == "--force" or (a[:1] == "-" and a[1:2] != "-" and "f" in a) for a in args)
-    dry = any(a in ("-n", "--dry-run") for a in args)
-    if sub == "clean" and forced and not dry:
-        return list(cwds)
+    if sub == "clean":
+        forced = any(a == "--force" or (a[:1] == "-" and a[1:2] != "-" and "f" in a) for a in args)
+        dry = any(a in ("-n", "--dry-run") for a in args)
+        return list(cwds) if forced and not dry else []
     return []
 
 
