@@ -97,7 +97,14 @@ def main() -> int:
     has_jq = shutil.which("jq") is not None
     floor = "python3 -S -c 'import os, _json, _sqlite3'"
     script = "console script `taskgate hook` (Edit case)"
+    # What the hook avoids: the json package (it imports re) and SQLite itself.
+    imports = {
+        "python3 -S -c pass": "pass",
+        "python3 -S -c 'import json'": "import json",
+        "python3 -S -c 'import _sqlite3'": "import _sqlite3",
+    }
     samples: dict[str, list[float]] = {"python3 -c pass": [], floor: []}
+    samples.update({name: [] for name in imports})
     cases = inputs(repo)
     for name in cases:
         samples[name] = []
@@ -126,6 +133,8 @@ def main() -> int:
         samples[floor].append(
             timed([sys.executable, "-S", "-c", "import os, _json, _sqlite3"], repo, "")
         )
+        for name, code in imports.items():
+            samples[name].append(timed([sys.executable, "-S", "-c", code], repo, ""))
         for name, data in cases.items():
             samples[name].append(timed(command, repo, data))
         # The fallback when the snapshot is missing (after a crash, until the next write):

@@ -1,6 +1,6 @@
 """JSON for the hook path without the `json` package (issue 7 speed).
 
-`import json` costs about 7 ms on CPython 3.11 because json.decoder and json.encoder import
+`import json` costs about 8 ms on CPython 3.11 because json.decoder and json.encoder import
 `re`; a hook process is budgeted at about 3 ms beyond the interpreter's start. CPython's C
 accelerator `_json` (the same scanner and string encoder `json` itself uses) needs neither, so
 this module drives it directly and falls back to `json` where it is missing (other

@@ -1,7 +1,7 @@
 """The program behind the hook commands that `taskgate hooks install` writes (issue 7 speed).
 
 Claude Code runs `PYTHON -S .../taskgate/hooks/launch.py EVENT` before or after every tool
-call. `-S` skips the site module (about 2.5 ms, more with .pth files), and taskgate needs
+call. `-S` skips the site module (about 3 ms, more with .pth files), and taskgate needs
 nothing outside the standard library, so the directory that holds the `taskgate` package is
 all the import path this process needs. Kept tiny: a script run by path is compiled on every
 start, unlike the modules it imports.

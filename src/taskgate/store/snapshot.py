@@ -1,7 +1,7 @@
 """The hook snapshot: what a PreToolUse decision needs from the store, in one small file.
 
 A PreToolUse hook runs before every guarded tool call and is budgeted at a few milliseconds
-beyond the interpreter's start (issue 7); loading SQLite alone costs about 3 ms. So the
+beyond the interpreter's start (issue 7); loading SQLite alone costs about 4 ms. So the
 store keeps `<state dir>/hook-snapshot.json` (every task's state, lease and agents, and for
 held tasks whether the plan is approved and whether the last build failure is the main
 agent's, C-27), and the hook reads that instead, falling back to the store whenever the file
