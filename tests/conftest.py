@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -65,6 +66,16 @@ def git(cwd: Path, *args: str) -> str:
         ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
     )
     return result.stdout.strip()
+
+
+def edit_store(repo: Repo, statement: str, *params: Any) -> None:
+    """Edit the store behind taskgate's back, like a person with the sqlite3 shell would."""
+    conn = sqlite3.connect(repo.path / ".taskgate" / "state.db")
+    try:
+        conn.execute(statement, params)
+        conn.commit()
+    finally:
+        conn.close()
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Repo, git, make_repo
+from conftest import Repo, edit_store, git, make_repo
 from flow import (
     PASSING_BUILD,
     approve_changes,
@@ -54,16 +54,6 @@ def awaiting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Repo]:
 
 def db(repo: Repo) -> Path:
     return repo.path / ".taskgate" / "state.db"
-
-
-def sql(repo: Repo, statement: str, *params: Any) -> None:
-    """Edit the store behind taskgate's back, like a person with sqlite3 would."""
-    conn = sqlite3.connect(db(repo))
-    try:
-        conn.execute(statement, params)
-        conn.commit()
-    finally:
-        conn.close()
 
 
 def audit(repo: Repo, *args: str) -> tuple[int, dict[str, Any]]:
@@ -192,7 +182,7 @@ def test_tamper_status_view_edited(saved: Repo) -> None:
 
 
 def test_tamper_state_changed_with_sqlite(saved: Repo) -> None:
-    sql(saved, "UPDATE tasks SET state = 'REVIEW' WHERE name = ?", TASK)
+    edit_store(saved, "UPDATE tasks SET state = 'REVIEW' WHERE name = ?", TASK)
     code, data = audit(saved, TASK)
     assert code == 1
     assert (
@@ -203,7 +193,7 @@ def test_tamper_state_changed_with_sqlite(saved: Repo) -> None:
 
 
 def test_tamper_transition_row_deleted_with_sqlite(saved: Repo) -> None:
-    sql(saved, "DELETE FROM transitions WHERE task = ? AND idx = 4", TASK)
+    edit_store(saved, "DELETE FROM transitions WHERE task = ? AND idx = 4", TASK)
     code, data = audit(saved, TASK)
     assert code == 1
     evidence = findings(data, "transitions")
@@ -222,7 +212,7 @@ def test_tamper_event_edited_with_sqlite(saved: Repo) -> None:
     ).fetchone()
     conn.close()
     edited = json.loads(payload) | {"provenance": "terminal-edited"}
-    sql(saved, "UPDATE events SET payload = ? WHERE seq = ?", json.dumps(edited), seq)
+    edit_store(saved, "UPDATE events SET payload = ? WHERE seq = ?", json.dumps(edited), seq)
     code, data = audit(saved, TASK)
     assert code == 1
     assert findings(data, "hash-chain") == [
@@ -246,7 +236,7 @@ def test_tamper_event_deleted_with_sqlite(saved: Repo) -> None:
     ]
     conn.close()
     victim = seqs[5]
-    sql(saved, "DELETE FROM events WHERE seq = ?", victim)
+    edit_store(saved, "DELETE FROM events WHERE seq = ?", victim)
     code, data = audit(saved, TASK)
     assert code == 1
     evidence = findings(data, "hash-chain")
@@ -257,7 +247,7 @@ def test_tamper_event_deleted_with_sqlite(saved: Repo) -> None:
 
 def test_tamper_automated_approval_inserted_with_sqlite(saved: Repo) -> None:
     bound, at = git(saved.worktree(TASK), "rev-parse", "HEAD"), "2030-01-01T00:00:00Z"
-    sql(
+    edit_store(
         saved,
         "INSERT INTO approvals (task, kind, bound_to, presented_at, approved_at, provenance, "
         "message_hash, revoked_at, revoke_reason) VALUES (?, 'changes', ?, ?, ?, "
@@ -398,7 +388,7 @@ def test_R_AGT_22_added_agent_missing_from_task_md(tmp_path: Path) -> None:
         )
     )
     assert audit(repo, TASK)[0] == 0
-    sql(repo, "UPDATE agents SET justification = '' WHERE agent = ?", extra)
+    edit_store(repo, "UPDATE agents SET justification = '' WHERE agent = ?", extra)
     code, data = audit(repo, TASK)
     assert findings(data, "agent-additions") == [f"agent {extra} was added without a justification"]
 
@@ -510,7 +500,7 @@ def test_pure_source_files(path: str, source: bool) -> None:
 
 
 def test_artifacts_evidence_deleted_with_sqlite(saved: Repo) -> None:
-    sql(saved, "DELETE FROM events WHERE task = ? AND kind = 'validation'", TASK)
+    edit_store(saved, "DELETE FROM events WHERE task = ? AND kind = 'validation'", TASK)
     code, data = audit(saved, TASK)
     assert code == 1
     (evidence,) = findings(data, "artifacts")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 
-from conftest import Repo, git, make_repo
+from conftest import Repo, edit_store, git, make_repo
 from flow import (
     PASSING_BUILD,
     agents_of,
@@ -323,10 +322,7 @@ def test_implementation_requires_all_agents_complete(repo: Repo) -> None:
 
 def test_invalid_state_in_store_is_corruption(repo: Repo) -> None:
     repo.ok("start", "add-login")
-    db = sqlite3.connect(repo.path / ".taskgate" / "state.db")
-    db.execute("UPDATE tasks SET state = 'DONE'")
-    db.commit()
-    db.close()
+    edit_store(repo, "UPDATE tasks SET state = 'DONE'")
     status = repo.run("status", "add-login")
     assert status.code == 5 and "R-TRN-01" in status.err and "recover" in status.err
     start = repo.run("start", "add-login", session="s2")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Repo, Run, make_repo
+from conftest import Repo, Run, edit_store, make_repo
 from flow import agents_of, approve_plan, copy_repo, to_implementation, to_synthesis, to_validation
 from taskgate.hooks.install import default_program, hook_command
 
@@ -447,8 +447,7 @@ def test_a_corrupt_store_denies_guarded_calls_but_not_reads(impl: Repo) -> None:
 
 
 def test_an_unknown_state_denies(impl: Repo) -> None:
-    with sqlite3.connect(impl.path / ".taskgate" / "state.db") as db:
-        db.execute("UPDATE tasks SET state = 'AUDITING' WHERE name = ?", (TASK,))
+    edit_store(impl, "UPDATE tasks SET state = 'AUDITING' WHERE name = ?", TASK)
     # The edit went around taskgate, so the PreToolUse snapshot still has the old state until
     # the next hook event that opens the store finds the difference and reports it.
     after_tool = fixture("post_tool_use_write", impl)
@@ -558,9 +557,8 @@ def test_session_start_recovers_a_checkpoint_after_compaction(tmp_path: Path) ->
 
 
 def test_session_start_reports_several_locks_as_corruption(impl: Repo) -> None:
-    with sqlite3.connect(impl.path / ".taskgate" / "state.db") as db:
-        db.execute("DROP INDEX one_lock_per_session")
-        db.execute("UPDATE tasks SET session_id = 's1' WHERE name = 'fix-typo'")
+    edit_store(impl, "DROP INDEX one_lock_per_session")
+    edit_store(impl, "UPDATE tasks SET session_id = 's1' WHERE name = 'fix-typo'")
     text = context(hook(impl, fixture("session_start", impl)), "SessionStart")
     assert "[R-LCK-20] CORRUPTION" in text
     assert decision(hook(impl, fixture("pre_tool_use_write", impl)))[0] == "deny"

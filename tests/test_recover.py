@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Repo, git, make_repo
+from conftest import Repo, edit_store, git, make_repo
 from flow import PASSING_BUILD, agents_of, to_classified, to_requirements, to_validation
 
 TASK = "add-login"
@@ -203,10 +203,7 @@ def test_P4_session_mismatch_is_foreign_never_repaired(repo: Repo) -> None:
 
 def test_P4_inconsistent_transition_log_escalates(repo: Repo) -> None:
     to_requirements(repo, TASK)
-    conn = sqlite3.connect(repo.path / ".taskgate" / "state.db")
-    conn.execute("DELETE FROM transitions WHERE task = ? AND idx = 0", (TASK,))
-    conn.commit()
-    conn.close()
+    edit_store(repo, "DELETE FROM transitions WHERE task = ? AND idx = 0", TASK)
     code, (d,) = recover(repo, "--repair")
     assert code == 4, d
     check6 = next(c for c in d["checks"] if c["number"] == 6)
@@ -243,10 +240,7 @@ def test_P4_half_created_worktree_is_redone(repo: Repo) -> None:
 
 def test_R_REC_07_unknown_state_needs_a_human(repo: Repo) -> None:
     to_classified(repo, TASK)
-    conn = sqlite3.connect(repo.path / ".taskgate" / "state.db")
-    conn.execute("UPDATE tasks SET state = 'BOGUS' WHERE name = ?", (TASK,))
-    conn.commit()
-    conn.close()
+    edit_store(repo, "UPDATE tasks SET state = 'BOGUS' WHERE name = ?", TASK)
     code, (d,) = recover(repo, "--repair")
     assert code == 4
     assert "Unknown state: BOGUS - manual intervention required" in " ".join(d["actions"])
@@ -257,10 +251,7 @@ def test_R_REC_07_unknown_state_needs_a_human(repo: Repo) -> None:
 
 def test_R_REC_12_row_that_does_not_parse(repo: Repo) -> None:
     to_classified(repo, TASK)
-    conn = sqlite3.connect(repo.path / ".taskgate" / "state.db")
-    conn.execute("UPDATE tasks SET classification = '{broken' WHERE name = ?", (TASK,))
-    conn.commit()
-    conn.close()
+    edit_store(repo, "UPDATE tasks SET classification = '{broken' WHERE name = ?", TASK)
     code, (d,) = recover(repo, "--repair")
     assert code == 4 and "does not parse" in d["summary"]
     assert "Reconstruct the record from git history" in d["escalation"]
