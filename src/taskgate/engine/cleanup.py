@@ -23,7 +23,7 @@ from taskgate.engine.core import Engine, current_state
 from taskgate.engine.facts import gather, task_path
 from taskgate.engine.flow import apply_transition, refuse_if
 from taskgate.errors import ForeignTask, NeedsHuman, Refused
-from taskgate.git import ops
+from taskgate.git import ops, preserve
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git, git_out
 from taskgate.process import clean_env, run
@@ -36,6 +36,7 @@ from taskgate.store.records import TaskSnapshot
 
 OP = "cleanup"
 QUARANTINE_PREFIX = "refs/taskgate/quarantine/"
+HISTORY_PREFIX = "refs/taskgate/history/"
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,17 @@ class Item:
     tip: str | None  # None: the branch is already gone
     lost_commits: tuple[str, ...] = ()  # "sha subject" not delivered to main
     dirty: tuple[str, ...] = ()  # uncommitted or untracked paths, or an unfinished operation
+    holds: preserve.Holdings | None = None  # reflogs, detached HEADs, index, ignored, nested
 
     @property
     def at_risk(self) -> bool:
-        """Deleting this item would lose work."""
+        """Deleting this item would lose work a person can see (refused without --quarantine)."""
         return bool(self.lost_commits or self.dirty)
+
+    @property
+    def keep(self) -> bool:
+        """Something must be kept under a quarantine ref before the item goes."""
+        return self.at_risk or bool(self.holds and self.holds.silent)
 
     def to_json(self) -> dict[str, Any]:
         """Stable JSON shape for `--json` and refusals."""
@@ -77,6 +84,24 @@ class CleanupResult:
     already_clean: bool = False
 
 
+def _delivered(engine: Engine, snap: TaskSnapshot) -> list[str]:
+    """Main, and the archived task history whose squash main contains (delivered by content)."""
+    t = snap.task
+    repo = engine.ws.repo
+    main_ref = f"refs/heads/{t.base_branch}"
+    delivered = [main_ref]
+    squash = t.extra.get("squash_sha")
+    history = t.extra.get("archival_sha") or t.extra.get("approved_sha")
+    if (
+        history
+        and squash
+        and ops.is_ancestor(repo, str(squash), main_ref)
+        and gitrepo.rev_parse(repo, str(history))
+    ):
+        delivered.append(str(history))
+    return delivered
+
+
 def _items(engine: Engine, snap: TaskSnapshot) -> list[Item]:
     """R-CLN-03: T and T-A for each required agent, by exact name; agents first."""
     t = snap.task
@@ -85,23 +110,21 @@ def _items(engine: Engine, snap: TaskSnapshot) -> list[Item]:
     pairs.append((t.name, ws.task_worktree(t.name)))
     repo = ws.repo
     tips = gitrepo.branch_tips(repo)
-    main_ref = f"refs/heads/{t.base_branch}"
-    delivered = [main_ref]
-    approved, squash = t.extra.get("approved_sha"), t.extra.get("squash_sha")
-    if approved and squash and ops.is_ancestor(repo, str(squash), main_ref):
-        delivered.append(str(approved))
+    delivered = _delivered(engine, snap)
+    disposable = ws.config.cleanup.disposable
     result = []
     for branch, wt in pairs:
         tip = tips.get(branch)
-        lost: tuple[str, ...] = ()
-        if tip:
-            out = git_out("log", "--format=%h %s", tip, "--not", *delivered, "--", cwd=repo)
-            lost = tuple(out.splitlines())
+        holds = preserve.holdings(repo, branch, wt, delivered, disposable)
+        lost = tuple(
+            git_out("log", "--no-walk=sorted", "--format=%h %s", *holds.visible, cwd=repo)
+            .splitlines()
+        ) if holds.visible else ()  # fmt: skip
         dirty: tuple[str, ...] = ()
         if gitrepo.is_worktree(wt):
             busy = gitrepo.in_progress(wt)
             dirty = tuple(gitrepo.dirty_files(wt)) + ((f"(unfinished {busy})",) if busy else ())
-        result.append(Item(branch, wt, tip, lost, dirty))
+        result.append(Item(branch, wt, tip, lost, dirty, holds))
     return result
 
 
@@ -115,39 +138,49 @@ def _lost_text(items: list[Item]) -> str:
     return "\n".join(lines)
 
 
-def _quarantine(engine: Engine, item: Item, stamp: str) -> str:
-    """Keep an item's work under refs/taskgate/quarantine/<branch>-<stamp>; returns the ref."""
+def _quarantine(engine: Engine, task: str, item: Item, stamp: str) -> str | None:
+    """Keep everything the item reaches under refs/taskgate/quarantine/<branch>-<stamp> (one
+    commit: the worktree's files as its tree, every undelivered root as a parent, a message
+    saying what was kept); returns the ref. Idempotent after a crash."""
     repo = engine.ws.repo
     ref = f"{QUARANTINE_PREFIX}{item.branch}-{stamp}"
-    existing = gitrepo.rev_parse(repo, ref)
-    if existing:
+    if gitrepo.rev_parse(repo, ref):
         return ref  # quarantined before a crash
-    target = item.tip or ""
-    if item.dirty and gitrepo.is_worktree(item.worktree):
-        target = _snapshot(engine, item)
-    if target and not ops.update_ref(repo, ref, target, ops.ZERO):
+    holds = item.holds
+    assert holds is not None
+    wt = item.worktree
+    moved: list[str] = []
+    if holds.nested:
+        kept = engine.ws.task_dir(task) / "kept" / f"{item.branch}-{stamp}"
+        moved = preserve.move_nested(wt, holds.nested, kept)
+    parents = [holds.head] if holds.head else []
+    date = engine.now()
+    if holds.staged:
+        index_msg = f"taskgate quarantine: the staged index of {wt}\n"
+        parents.append(ops.commit_tree(repo, holds.staged, parents[:1], index_msg, date=date))
+    parents = preserve.independent(repo, parents + list(holds.roots))
+    if gitrepo.is_worktree(wt):
+        tree = preserve.snapshot_tree(wt, holds.head, holds.ignored, holds.nested)
+    elif parents:
+        tree = ops.tree_of(repo, parents[0])
+    else:
+        return None  # no worktree and no undelivered commit: nothing to keep
+    note = [
+        f"taskgate quarantine: what removing {item.branch} and {wt} would have lost",
+        "",
+        f"Unmerged commits: {len(holds.visible)}; only in reflogs or worktree refs: "
+        f"{len(holds.hidden)}",
+    ]
+    note += [f"Uncommitted: {p}" for p in item.dirty[:50]]
+    note += [f"Ignored, kept: {p}" for p in holds.ignored[:50]]
+    note += [f"Nested repository moved to: {p}" for p in moved]
+    if len(parents) == 1 and tree == ops.tree_of(repo, parents[0]) and not moved:
+        sha = parents[0]  # a plain unmerged commit: the ref points at it
+    else:
+        sha = ops.commit_tree(repo, tree, parents, "\n".join(note) + "\n", date=date)
+    if not ops.update_ref(repo, ref, sha, ops.ZERO):
         raise Refused(f"could not create {ref}", [], hint="run the command again")
     return ref
-
-
-def _snapshot(engine: Engine, item: Item) -> str:
-    """A commit of the worktree's files including untracked ones, made with a private index
-    so the worktree itself is not touched."""
-    wt = item.worktree
-    gitdir = gitrepo.git_dir(wt)
-    assert gitdir is not None
-    index = gitdir / "taskgate-quarantine.index"
-    env = {"GIT_INDEX_FILE": str(index)}
-    head = gitrepo.rev_parse(wt, "HEAD")
-    try:
-        if head:
-            git("read-tree", head, cwd=wt, env=env)
-        git("add", "-A", ".", cwd=wt, env=env)
-        tree = git("write-tree", cwd=wt, env=env).stdout.strip()
-    finally:
-        index.unlink(missing_ok=True)
-    message = f"taskgate quarantine: uncommitted work in {wt}\n"
-    return ops.commit_tree(wt, tree, [head] if head else [], message, date=engine.now())
 
 
 def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
@@ -337,7 +370,14 @@ def _remove(engine: Engine, task: str, *, quarantine: bool, build: dict[str, Any
             [Violation("R-CLN-04", "cleanup never deletes undelivered work")],
             hint=f"merge or commit it, or run 'taskgate cleanup {task} --quarantine'",
         )
-    quarantined = {i.branch: _quarantine(engine, i, str(pending["stamp"])) for i in at_risk}
+    stamp = str(pending["stamp"])
+    quarantined = {}
+    for item in items:
+        if item.keep:
+            ref = _quarantine(engine, task, item, stamp)
+            if ref:
+                quarantined[item.branch] = ref
+    _keep_history(engine, snap)
     failpoints.hit("cleanup:after-quarantine")
     removed, deleted = [], []
     with gitrepo.repo_lock(engine.ws.common_dir):
@@ -356,6 +396,17 @@ def _remove(engine: Engine, task: str, *, quarantine: bool, build: dict[str, Any
         engine.require_snapshot(task),
         {"removed": removed, "deleted": deleted, "quarantined": quarantined, "build": build},
     )
+
+
+def _keep_history(engine: Engine, snap: TaskSnapshot) -> None:
+    """The archived task history (agent commits, reviews) whose squash is on main stays
+    reachable under refs/taskgate/history/<task> once its branches are gone."""
+    delivered = _delivered(engine, snap)
+    if len(delivered) > 1:
+        ref = f"{HISTORY_PREFIX}{snap.task.name}"
+        repo = engine.ws.repo
+        if gitrepo.rev_parse(repo, ref) != delivered[1]:
+            ops.update_ref(repo, ref, delivered[1], gitrepo.rev_parse(repo, ref) or ops.ZERO)
 
 
 def _finish(

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from taskgate.engine.worktree_config import DEFAULT_TEXT as _WORKTREE_TEXT
+from taskgate.engine.worktree_config import WorktreeConfig, parse_worktree
 from taskgate.errors import UsageError
 
 CONFIG_NAME = "taskgate.toml"
@@ -40,6 +42,14 @@ DEFAULT_CONFIG_TEXT = """\
 # Commands run by `taskgate validate` in the task worktree, in order, without a shell.
 # commands = ["python -m pytest -q"]
 # timeout_minutes = 30
+
+""" + _WORKTREE_TEXT + """
+[cleanup]
+# Ignored files in task and agent worktrees are kept in the quarantine snapshot when cleanup
+# removes a worktree, except these disposable build caches (a name matches any path part;
+# a pattern with a slash matches the path from the worktree root).
+# disposable = ["__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+#               "node_modules", ".venv", ".tox", "target", "build", "dist", ".gradle"]
 
 # [risk]
 # Extra risk patterns (gitignore-style globs), added in front of the defaults of their level.
@@ -94,6 +104,19 @@ class ValidationConfig:
     timeout_minutes: int = 30
 
 
+DEFAULT_DISPOSABLE = (
+    "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules",
+    ".venv", ".tox", "target", "build", "dist", ".gradle",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CleanupConfig:
+    """[cleanup]"""
+
+    disposable: tuple[str, ...] = DEFAULT_DISPOSABLE
+
+
 @dataclass(frozen=True)
 class Config:
     """The whole configuration; `risk` and `agents` stay raw until their modules parse them."""
@@ -101,14 +124,18 @@ class Config:
     workspace: WorkspaceConfig = field(default_factory=WorkspaceConfig)
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
+    cleanup: CleanupConfig = field(default_factory=CleanupConfig)
     risk: dict[str, Any] = field(default_factory=dict)
     agents: dict[str, Any] = field(default_factory=dict)
     spec: dict[str, Any] = field(default_factory=dict)  # [spec]: parsed by taskgate.spec
+    worktree: WorktreeConfig = field(default_factory=WorktreeConfig)  # issue 21
     text: str = ""
     path: Path | None = None
 
 
-_SECTIONS = {"workspace", "protocol", "validation", "risk", "agents", "run", "spec", "hooks"}
+_SECTIONS = {
+    "workspace", "protocol", "validation", "cleanup", "risk", "agents", "run", "spec", "hooks", "worktree",
+}  # fmt: skip
 
 
 def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
@@ -196,12 +223,25 @@ def parse_config(text: str, path: Path | None = None) -> Config:
         workspace=workspace,
         protocol=protocol,
         validation=validation,
+        cleanup=_cleanup(_table(data, "cleanup", where), f"{where} [cleanup]"),
         risk=_table(data, "risk", where),
         agents=_table(data, "agents", where),
         spec=_table(data, "spec", where),
+        worktree=parse_worktree(_table(data, "worktree", where), f"{where} [worktree]"),
         text=text,
         path=path,
     )
+
+
+def _cleanup(table: dict[str, Any], where: str) -> CleanupConfig:
+    _known(table, {"disposable"}, where)
+    raw = _typed(table, "disposable", list, list(DEFAULT_DISPOSABLE), where)
+    if not all(isinstance(p, str) and p.strip("/") for p in raw):
+        raise UsageError(
+            f"{where}: disposable must be a list of non-empty patterns, got {raw!r}",
+            hint='for example disposable = ["__pycache__", "node_modules"]',
+        )
+    return CleanupConfig(disposable=tuple(raw))
 
 
 def load_config(main_worktree: Path) -> Config:
