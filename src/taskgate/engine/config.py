@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from taskgate.engine.worktree_config import DEFAULT_TEXT as _WORKTREE_TEXT
-from taskgate.engine.worktree_config import WorktreeConfig, parse_worktree
 from taskgate.errors import UsageError
 
 CONFIG_NAME = "taskgate.toml"
@@ -43,7 +41,6 @@ DEFAULT_CONFIG_TEXT = """\
 # commands = ["python -m pytest -q"]
 # timeout_minutes = 30
 
-""" + _WORKTREE_TEXT + """
 [cleanup]
 # Ignored files in task and agent worktrees are kept in the quarantine snapshot when cleanup
 # removes a worktree, except these disposable build caches (a name matches any path part;
@@ -128,13 +125,12 @@ class Config:
     risk: dict[str, Any] = field(default_factory=dict)
     agents: dict[str, Any] = field(default_factory=dict)
     spec: dict[str, Any] = field(default_factory=dict)  # [spec]: parsed by taskgate.spec
-    worktree: WorktreeConfig = field(default_factory=WorktreeConfig)  # issue 21
     text: str = ""
     path: Path | None = None
 
 
 _SECTIONS = {
-    "workspace", "protocol", "validation", "cleanup", "risk", "agents", "run", "spec", "hooks", "worktree",
+    "workspace", "protocol", "validation", "cleanup", "risk", "agents", "run", "spec", "hooks",
 }  # fmt: skip
 
 
@@ -227,7 +223,6 @@ def parse_config(text: str, path: Path | None = None) -> Config:
         risk=_table(data, "risk", where),
         agents=_table(data, "agents", where),
         spec=_table(data, "spec", where),
-        worktree=parse_worktree(_table(data, "worktree", where), f"{where} [worktree]"),
         text=text,
         path=path,
     )
