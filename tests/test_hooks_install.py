@@ -1,4 +1,6 @@
-"""`taskgate hooks install/uninstall/status`: marked entries, idempotent, foreign hooks kept."""
+"""`taskgate hooks install/uninstall/status`: marked entries, idempotent, foreign hooks kept;
+user scope by default (Claude Code reads project settings only from the directory it starts in:
+tests/realclients), project scope on request, the shipped plugin in step with both."""
 
 from __future__ import annotations
 
@@ -23,6 +25,11 @@ FOREIGN: dict[str, Any] = {
 
 
 def settings(repo: Repo) -> Path:
+    """The user-scope settings file (the default scope) in the hermetic HOME."""
+    return Path(os.environ["HOME"]) / ".claude" / "settings.json"
+
+
+def project(repo: Repo) -> Path:
     """The project-scope settings file."""
     return repo.path / ".claude" / "settings.json"
 
@@ -49,6 +56,8 @@ def test_install_adds_every_event_and_is_idempotent(repo: Repo) -> None:
     pre = data["hooks"]["PreToolUse"][0]
     assert pre["matcher"] == "Edit|MultiEdit|NotebookEdit|Write|Bash|Agent|Task"  # no reads
     assert pre["hooks"][0]["command"].endswith(f"|| exit 2 {MARKER}")  # fail closed
+    assert pre["hooks"][0]["onFailure"] == "block"  # also on a timeout (Claude Code 2.1)
+    assert not project(repo).exists()
     before = settings(repo).read_bytes()
     again = repo.ok("hooks", "install", "--json").json()
     assert again["changes"] == dict.fromkeys(EVENTS, "unchanged")
@@ -83,13 +92,43 @@ def test_an_outdated_entry_is_updated_in_place(repo: Repo) -> None:
     assert fresh[1]["hooks"][0]["command"] == "echo hi"
 
 
-def test_user_scope_uses_the_injected_home(repo: Repo) -> None:
-    home = Path(os.environ["HOME"])
-    repo.ok("hooks", "install", "--user")
-    assert ours(json.loads((home / ".claude" / "settings.json").read_text()), "PreToolUse")
+def test_project_scope_on_request(repo: Repo) -> None:
+    repo.ok("hooks", "install", "--project")
+    assert ours(json.loads(project(repo).read_text()), "PreToolUse")
     assert not settings(repo).exists()
-    repo.ok("hooks", "uninstall", "--user")
-    assert json.loads((home / ".claude" / "settings.json").read_text()) == {}
+    repo.ok("hooks", "uninstall", "--project")
+    assert json.loads(project(repo).read_text()) == {}
+
+
+def test_user_scope_installs_outside_a_repository(tmp_path: Path, repo: Repo) -> None:
+    elsewhere = tmp_path / "not-a-repo"
+    elsewhere.mkdir()
+    repo.ok("hooks", "install", "--user", cwd=elsewhere)
+    assert ours(json.loads(settings(repo).read_text()), "SessionStart")
+
+
+def test_status_names_worktrees_where_project_hooks_would_not_load(repo: Repo) -> None:
+    repo.ok("start", "add-login")
+    repo.ok("hooks", "install", "--project")
+    result = repo.run("hooks", "status", "--json")
+    assert result.code == 1
+    problems = result.json()["problems"]
+    task_wt = repo.worktree("add-login")
+    assert any(f"started in {task_wt} would not load" in p for p in problems), problems
+    assert any(f"root of {repo.path}," in p for p in problems), problems  # not subdirectories
+    repo.ok("hooks", "install")
+    assert repo.ok("hooks", "status", "--json").json()["problems"] == []
+
+
+def test_the_shipped_plugin_matches_install(repo: Repo) -> None:
+    from taskgate.hooks.install import plugin_dir, plugin_hooks
+
+    path = Path(repo.ok("hooks", "plugin-path").out.strip())
+    assert path == plugin_dir()
+    assert json.loads((path / "hooks" / "hooks.json").read_text()) == plugin_hooks()
+    manifest = json.loads((path / ".claude-plugin" / "plugin.json").read_text())
+    assert manifest["name"] == "taskgate"
+    assert (path / "bin" / "hook").is_file()
 
 
 def test_status_verifies_the_wiring_and_self_tests_each_event(repo: Repo) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +19,7 @@ if TYPE_CHECKING:
 def engine_for(args: argparse.Namespace) -> Iterator[Engine]:
     """The engine for this invocation: repository from --repo or the cwd, session id."""
     # Imported here so that `--help` and parse errors load no engine, store or git code.
-    from taskgate.engine.core import Engine
+    from taskgate.engine.core import Engine, session_from_env
     from taskgate.engine.workspace import find_workspace
 
     cwd = Path.cwd()
@@ -28,7 +27,7 @@ def engine_for(args: argparse.Namespace) -> Iterator[Engine]:
     if not start.exists():
         raise UsageError(f"--repo {start} does not exist")
     ws = find_workspace(start)
-    session = args.session if args.session is not None else os.environ.get("TASKGATE_SESSION", "")
+    session = args.session if args.session is not None else session_from_env()
     engine = Engine(ws, session_id=session.strip(), cwd=cwd)
     try:
         yield engine

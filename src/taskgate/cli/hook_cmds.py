@@ -1,4 +1,5 @@
-"""`taskgate hooks install|uninstall|status [--user]` and `taskgate hook EVENT` (issue 7)."""
+"""`taskgate hooks install|uninstall|status [--project]`, `hooks plugin-path` and
+`taskgate hook EVENT` (issues 7 and 13)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,35 @@ from taskgate.cli.commands import emit
 from taskgate.errors import EXIT_OK, EXIT_REFUSED, UsageError
 
 
-def _settings(args: argparse.Namespace) -> tuple[Path, Path]:
+def _home() -> Path:
+    if not os.environ.get("HOME"):
+        raise UsageError(
+            "user scope needs HOME to be set", hint="set HOME, or pass --project instead"
+        )
+    return Path(os.environ["HOME"])
+
+
+def _repo(args: argparse.Namespace) -> Path:
     from taskgate.git.repo import discover
+
+    return discover(args.repo if args.repo else Path.cwd()).main_worktree
+
+
+def _settings(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    """(settings file, main worktree); user scope (the default) works outside a repository."""
+    from taskgate.errors import TaskgateError
     from taskgate.hooks.install import settings_path
 
-    start = args.repo if args.repo else Path.cwd()
-    repo = discover(start).main_worktree
-    home = Path(os.environ.get("HOME", "")) if args.user else repo
-    if args.user and not os.environ.get("HOME"):
-        raise UsageError("--user needs HOME to be set", hint="set HOME or drop --user")
-    return settings_path(repo, home, args.user), repo
+    if args.project:
+        main = _repo(args)
+        return settings_path(main, main, False), main
+    repo: Path | None
+    try:
+        repo = _repo(args)
+    except TaskgateError:
+        repo = None
+    home = _home()
+    return settings_path(home, home, True), repo
 
 
 def _emit(args: argparse.Namespace, report: Any, verb: str, program: str = "") -> None:
@@ -36,7 +56,7 @@ def _emit(args: argparse.Namespace, report: Any, verb: str, program: str = "") -
 
 
 def cmd_hooks_install(args: argparse.Namespace) -> int:
-    """`taskgate hooks install [--user]`."""
+    """`taskgate hooks install [--project]` (user scope by default: loaded everywhere)."""
     from taskgate.hooks.install import default_program, install
 
     path, _ = _settings(args)
@@ -46,7 +66,7 @@ def cmd_hooks_install(args: argparse.Namespace) -> int:
 
 
 def cmd_hooks_uninstall(args: argparse.Namespace) -> int:
-    """`taskgate hooks uninstall [--user]`."""
+    """`taskgate hooks uninstall [--project]`."""
     from taskgate.hooks.install import uninstall
 
     path, _ = _settings(args)
@@ -55,13 +75,34 @@ def cmd_hooks_uninstall(args: argparse.Namespace) -> int:
 
 
 def cmd_hooks_status(args: argparse.Namespace) -> int:
-    """`taskgate hooks status [--user]`: wiring plus a self-test of every event."""
-    from taskgate.hooks.install import default_program, status
+    """`taskgate hooks status [--project]`: wiring, a self-test of every event, and every
+    worktree of the repository where Claude Code would start without the hooks."""
+    from taskgate.hooks.install import (
+        default_program,
+        has_ours,
+        settings_path,
+        status,
+        unguarded_worktrees,
+    )
 
-    path, repo = _settings(args)
+    path, _ = _settings(args)
+    repo = _repo(args)
+    project = settings_path(repo, repo, False)
+    if not (args.user or args.project) and not has_ours(path) and has_ours(project):
+        path = project  # installed in project scope only: check that file
     report = status(path, default_program(), repo)
+    report.problems += unguarded_worktrees(repo, settings_path(repo, _home(), True))
     _emit(args, report, "hooks in")
     return EXIT_REFUSED if report.problems else EXIT_OK
+
+
+def cmd_hooks_plugin_path(args: argparse.Namespace) -> int:
+    """`taskgate hooks plugin-path`: the Claude Code plugin directory shipped with taskgate."""
+    from taskgate.hooks.install import plugin_dir
+
+    path = plugin_dir()
+    emit(args, {"path": str(path)}, str(path))
+    return EXIT_OK
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
@@ -73,13 +114,23 @@ def cmd_hook(args: argparse.Namespace) -> int:
 
 def register(add: Any) -> None:
     """Claude Code integration commands."""
-    hooks = add.group("hooks", "Claude Code integration: install, uninstall, status")
+    hooks = add.group("hooks", "Claude Code integration: install, uninstall, status, plugin-path")
     for name, handler, text in (
-        ("install", cmd_hooks_install, "add taskgate's hooks to .claude/settings.json"),
+        ("install", cmd_hooks_install, "add taskgate's hooks to ~/.claude/settings.json"),
         ("uninstall", cmd_hooks_uninstall, "remove taskgate's hooks (others stay untouched)"),
-        ("status", cmd_hooks_status, "check the wiring and self-test every event"),
+        ("status", cmd_hooks_status, "check the wiring, self-test every event, every worktree"),
     ):
         s = hooks(name, handler, text)
-        s.add_argument("--user", action="store_true", help="~/.claude/settings.json instead")
+        scope = s.add_mutually_exclusive_group()
+        scope.add_argument(
+            "--user", action="store_true", help="~/.claude/settings.json (the default)"
+        )
+        scope.add_argument(
+            "--project",
+            action="store_true",
+            help=".claude/settings.json of the main worktree (loaded only when Claude Code "
+            "starts in that directory)",
+        )
+    hooks("plugin-path", cmd_hooks_plugin_path, "print the Claude Code plugin directory")
     s = add("hook", cmd_hook, "handle one Claude Code hook event (JSON on stdin)", json_flag=False)
     s.add_argument("event", help="SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, ...")

@@ -90,7 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     p = parser_class(prog="taskgate", description="The Task State Machine Protocol, enforced.")
     p.add_argument("--version", action="version", version=f"taskgate {__version__}")
     p.add_argument("--repo", type=Path, help="repository (default: the current directory)")
-    p.add_argument("--session", help="session id (default: $TASKGATE_SESSION)")
+    p.add_argument(
+        "--session", help="session id (default: $TASKGATE_SESSION, else $CLAUDE_CODE_SESSION_ID)"
+    )
     registry = Registry(
         p.add_subparsers(dest="command", metavar="COMMAND", parser_class=parser_class)
     )

@@ -8,7 +8,7 @@ rendered after the commit.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -28,6 +28,21 @@ from taskgate.store.records import JSON, TaskRow, TaskSnapshot
 from taskgate.store.sqlite import SqliteStore
 
 T = TypeVar("T")
+
+# Where the session id comes from without --session (DESIGN "Sessions"): taskgate's own variable,
+# else the one Claude Code exports to every Bash command and hook it runs (verified with
+# 2.1.332), so an agent's own `taskgate start T` names the session its hooks report.
+SESSION_VARS = ("TASKGATE_SESSION", "CLAUDE_CODE_SESSION_ID")
+
+
+def session_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """The first non-empty SESSION_VARS value, stripped ('' when none is set)."""
+    env = os.environ if environ is None else environ
+    for var in SESSION_VARS:
+        value = env.get(var, "").strip()
+        if value:
+            return value
+    return ""
 
 
 @dataclass
@@ -77,7 +92,8 @@ class Engine:
         if not self.session_id:
             raise UsageError(
                 "this command needs a session id",
-                hint="pass --session ID or set TASKGATE_SESSION (Claude Code hooks set it)",
+                hint="pass --session ID or set TASKGATE_SESSION (inside Claude Code, "
+                "CLAUDE_CODE_SESSION_ID is used)",
             )
         return self.session_id
 

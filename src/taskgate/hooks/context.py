@@ -109,20 +109,36 @@ def load_actor(layout: Layout, session: str, agent: str) -> Actor:
     if header != b"SQLite format 3\x00":  # overwritten or truncated: never trust the snapshot
         raise StoreUnreadable(f"the taskgate store {db} is not a SQLite database", "R-LCK-08")
     found = snapshot.read(layout.state_dir, loads)
+    run_by = orchestrated()
     if found is not None:
         try:
-            return actor_from(found, session, agent)
+            return actor_from(found, session, agent, run_by)
         except StoreUnreadable:
             pass  # the store has the last word on corruption
-    return actor_from(_from_store(db), session, agent)
+    return actor_from(_from_store(db), session, agent, run_by)
 
 
-def actor_from(snap: dict[str, Any], session: str, agent: str) -> Actor:
-    """The Actor a snapshot (store/snapshot.py's shape) describes for one session."""
+def orchestrated() -> tuple[str, str] | None:
+    """(task, agent) when this hook runs under a client that `taskgate run` started for one
+    of a task's agents (agents/command.py sets both variables; the agent cannot change its
+    client's environment, and a session started by the person does not have them)."""
+    task = os.environ.get("TASKGATE_TASK", "")
+    agent = os.environ.get("TASKGATE_AGENT", "")
+    return (task, agent) if task and agent else None
+
+
+def actor_from(
+    snap: dict[str, Any], session: str, agent: str, run_by: tuple[str, str] | None = None
+) -> Actor:
+    """The Actor a snapshot (store/snapshot.py's shape) describes for one session; a session
+    holding no task that `taskgate run` started for one of a task's agents acts as that agent."""
     from taskgate.hooks.policy import STATES
 
     tasks = {t["name"]: tuple(t["agents"]) for t in snap["tasks"]}
     mine = [t for t in snap["tasks"] if session and t["session"] == session]
+    if not mine and run_by is not None and run_by[1] in tasks.get(run_by[0], ()):
+        mine = [t for t in snap["tasks"] if t["name"] == run_by[0]]
+        agent = run_by[1]
     if len(mine) > 1:
         names = ", ".join(t["name"] for t in mine)
         raise StoreUnreadable(

@@ -305,8 +305,21 @@ def user_prompt_submit(data: dict[str, Any]) -> dict[str, Any] | None:
     prompt = data.get("prompt")
     if not isinstance(prompt, str):
         raise BadInput("UserPromptSubmit input has no prompt")
+    if client_generated(prompt):
+        return None  # never an approval, never a change request (DESIGN "Trust")
     text = _on_owned_task(data, lambda engine, task: handle_prompt(engine, task, prompt))
     return _context_output("UserPromptSubmit", text) if text is not None else None
+
+
+def client_generated(prompt: str) -> bool:
+    """True for text Claude Code itself hands to UserPromptSubmit: a background agent's
+    `<task-notification>`, a slash command's `<command-name>` / `<local-command-stdout>`, a
+    `<system-reminder>` and the like all open with a tag that they close; the person's own
+    words do not (verified with 2.1.332: tests/realclients)."""
+    import re
+
+    found = re.match(r"\s*<([a-z][a-z0-9_-]*)(?:\s[^>]*)?>", prompt)
+    return found is not None and f"</{found.group(1)}>" in prompt
 
 
 def post_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:

@@ -2,6 +2,14 @@
 
 Our entries are marked (the command ends with `# taskgate-hook`, pre-commit's `is_our_script`
 idea); install and uninstall are idempotent and never remove or reorder anyone else's hooks.
+
+Where: Claude Code (verified with 2.1.332, docs/hooks.md) reads project settings only from
+`.claude/` of the directory it starts in: not from the repository root above it, not from the
+main worktree when it starts in a task or agent worktree. So the default scope is the user's
+`~/.claude/settings.json`, the one file it reads wherever it starts; the hook finds the
+repository from its cwd and answers nothing outside a taskgate repository. Project scope
+(`--project`) is still offered for teams that commit their settings, and `status` names every
+worktree where the hooks would then not load.
 """
 
 from __future__ import annotations
@@ -47,6 +55,24 @@ class Report:
 def settings_path(repo: Path, home: Path, user: bool) -> Path:
     """Project scope `.claude/settings.json` in the main worktree, or the user's."""
     return (home if user else repo) / ".claude" / "settings.json"
+
+
+def plugin_dir() -> Path:
+    """The Claude Code plugin shipped in the package (`claude --plugin-dir PATH`)."""
+    return Path(__file__).resolve().parent.parent / "plugin"
+
+
+PLUGIN_PROGRAM = 'sh "${CLAUDE_PLUGIN_ROOT}/bin/hook"'
+
+
+def plugin_hooks() -> dict[str, Any]:
+    """The plugin's hooks/hooks.json: the same entries `install` writes, run through the
+    plugin's bin/hook (tests/test_hooks_install.py checks the shipped file equals this)."""
+    return {
+        "description": "taskgate: the Task State Machine Protocol's hooks "
+        "(generated from taskgate.hooks.install)",
+        "hooks": {e: [_group(e, hook_command(PLUGIN_PROGRAM, e))] for e in EVENTS},
+    }
 
 
 def default_program() -> str:
@@ -100,7 +126,12 @@ def _group(event: str, command: str) -> dict[str, Any]:
     group: dict[str, Any] = {}
     if MATCHERS[event] is not None:
         group["matcher"] = MATCHERS[event]
-    group["hooks"] = [{"type": "command", "command": command, "timeout": TIMEOUT_S}]
+    entry: dict[str, Any] = {"type": "command", "command": command, "timeout": TIMEOUT_S}
+    if event == "PreToolUse":
+        # A hook that cannot start, times out or crashes blocks the call (Claude Code >= 2.1
+        # `onFailure`; `|| exit 2` covers clients that predate it, except for the timeout).
+        entry["onFailure"] = "block"
+    group["hooks"] = [entry]
     return group
 
 
@@ -156,6 +187,43 @@ def uninstall(path: Path) -> Report:
     if report.changes:
         _save(path, data)
     return report
+
+
+def has_ours(path: Path) -> bool:
+    """True when the settings file at `path` holds a PreToolUse entry of taskgate's."""
+    try:
+        groups = _load(path).get("hooks", {}).get("PreToolUse", [])
+    except UsageError:
+        return False
+    return any(is_ours(h) for g in groups for h in g.get("hooks", []))
+
+
+def unguarded_worktrees(repo: Path, user_path: Path) -> list[str]:
+    """Problems for the worktrees where Claude Code would start without taskgate's hooks.
+
+    With the user-scope entries every directory is covered. Otherwise a worktree is covered
+    only through `.claude/settings.json` or `.claude/settings.local.json` in its own root, and
+    only when Claude Code starts exactly there (a subdirectory reads neither).
+    """
+    if has_ours(user_path):
+        return []
+    from taskgate.git.repo import worktree_paths
+
+    fix = "run 'taskgate hooks install' (user scope: loaded wherever Claude Code starts)"
+    problems = []
+    for worktree in worktree_paths(repo):
+        local = [worktree / ".claude" / name for name in ("settings.json", "settings.local.json")]
+        if not any(has_ours(p) for p in local):
+            problems.append(
+                f"Claude Code started in {worktree} would not load taskgate's hooks "
+                f"(it reads project settings only from the directory it starts in); {fix}"
+            )
+        else:
+            problems.append(
+                f"taskgate's hooks load only when Claude Code starts in the root of {worktree}, "
+                f"not in one of its subdirectories; {fix}"
+            )
+    return problems
 
 
 def status(path: Path, program: str, repo: Path) -> Report:

@@ -198,6 +198,9 @@ def check_write(path: str, layout: Layout, actor: Actor) -> Verdict:
     return ALLOW
 
 
+_TASK_PLACES = frozenset({"task-worktree", "agent-worktree", "artifact"})
+
+
 def _check_place(path: str, layout: Layout, actor: Actor) -> Verdict:
     kind, task, agent = place(path, layout)
     if kind == "store":
@@ -218,6 +221,13 @@ def _check_place(path: str, layout: Layout, actor: Actor) -> Verdict:
             "worktree instead of editing it",
         )
     t = actor.task
+    if t is None and task in actor.tasks and kind in _TASK_PLACES:
+        return deny(
+            "R-LCK-04",
+            f"{path} belongs to task '{task}', which this session does not own; every task "
+            "worktree and agent worktree belongs to the session that started the task and "
+            f"its sub-agents (claim a task from this session with 'taskgate start TASK')",
+        )
     if t is None or kind == "outside":
         return ALLOW
     if task and task != t.name:
