@@ -30,6 +30,7 @@ from taskgate.agents.base import (
 from taskgate.agents.config import AgentsConfig
 from taskgate.agents.prompts import placeholders, render, template_for
 from taskgate.engine.workspace import Workspace
+from taskgate.engine.worktree_setup import worktree_env
 from taskgate.errors import Refused
 from taskgate.fsutil import atomic_write, file_size, read_text
 from taskgate.git import repo as gitrepo
@@ -86,7 +87,7 @@ def build_request(
         round=round,
         attempt=attempt,
         timeout_s=float(minutes) * 60.0,
-        env=dict(settings.env),
+        env={**settings.env, **worktree_env(ws, task, agent)},  # issue 21: its port block
         task_worktree=ws.task_worktree(task),
         base_ref=base,
         watch=(ws.task_worktree(task),),

@@ -29,10 +29,18 @@ def engine_for(args: argparse.Namespace) -> Iterator[Engine]:
     ws = find_workspace(start)
     session = args.session if args.session is not None else session_from_env()
     engine = Engine(ws, session_id=session.strip(), cwd=cwd)
+    engine.progress = _progress_line
     try:
         yield engine
     finally:
         engine.close()
+
+
+def _progress_line(line: str) -> None:
+    """Progress of a long step (worktree setup), on stderr so --json stays parseable."""
+    import sys
+
+    print(line, file=sys.stderr, flush=True)
 
 
 def emit(args: argparse.Namespace, data: Any, text: str) -> None:

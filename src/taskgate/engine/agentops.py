@@ -185,6 +185,9 @@ def add_agent(engine: Engine, task: str, agent_text: str, *, why: str) -> AgentR
         gitrepo.ensure_worktree(
             engine.ws.repo, engine.ws.agent_worktree(task, agent), f"{task}-{agent}", task
         )
+    from taskgate.engine.worktree_setup import prepare  # issue 21: .env, links, setup, ports
+
+    prepare(engine, task, [agent], retry=f"taskgate agent add {task} {agent} --why ...")
 
     def body(tx: Tx, current: TaskSnapshot) -> AgentRow:
         if current.task.seq != snap.task.seq:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from taskgate.engine.worktree_config import WorktreeConfig, parse_worktree
 from taskgate.errors import UsageError
 
 CONFIG_NAME = "taskgate.toml"
@@ -40,6 +41,26 @@ DEFAULT_CONFIG_TEXT = """\
 # Commands run by `taskgate validate` in the task worktree, in order, without a shell.
 # commands = ["python -m pytest -q"]
 # timeout_minutes = 30
+
+# [worktree]
+# What every new task and agent worktree gets before anyone works in it (docs/guide.md,
+# "Worktrees ready to work in"). Files matched by .worktreeinclude at the repository root
+# (gitignore syntax) are always copied from the main worktree; they stay ignored by git.
+# include = [".env", "config/*.local.json"]   # more patterns, like .worktreeinclude lines
+# Heavy directories linked to the main worktree's copy instead of rebuilt (opt-in):
+# symlink = ["node_modules", ".venv"]
+# ... or copied with reflinks where the filesystem has them ("hardlink": hard links, Linux):
+# copy = []
+# copy_mode = "reflink"
+# Commands run once in each new worktree, in order, without a shell; their output is kept in
+# the agent's directory (setup/). A failing one stops with its name; rerunning resumes it.
+# setup = [["npm", "ci"], ["python", "-m", "pip", "install", "-e", "."]]
+# setup_timeout_minutes = 30
+# Worktrees set up at the same time (0: up to 4; 1: one after the other).
+# jobs = 0
+# Each worktree gets TASKGATE_PORT_BASE (its own block of ports) and TASKGATE_WORKTREE_INDEX.
+# port_start = 20000
+# ports_per_worktree = 20
 
 [cleanup]
 # Ignored files in task and agent worktrees are kept in the quarantine snapshot when cleanup
@@ -125,12 +146,14 @@ class Config:
     risk: dict[str, Any] = field(default_factory=dict)
     agents: dict[str, Any] = field(default_factory=dict)
     spec: dict[str, Any] = field(default_factory=dict)  # [spec]: parsed by taskgate.spec
+    worktree: WorktreeConfig = field(default_factory=WorktreeConfig)  # issue 21
     text: str = ""
     path: Path | None = None
 
 
 _SECTIONS = {
     "workspace", "protocol", "validation", "cleanup", "risk", "agents", "run", "spec", "hooks",
+    "worktree",
 }  # fmt: skip
 
 
@@ -223,6 +246,7 @@ def parse_config(text: str, path: Path | None = None) -> Config:
         risk=_table(data, "risk", where),
         agents=_table(data, "agents", where),
         spec=_table(data, "spec", where),
+        worktree=parse_worktree(_table(data, "worktree", where), f"{where} [worktree]"),
         text=text,
         path=path,
     )

@@ -57,6 +57,8 @@ class Engine:
     # A long-lived owner (`taskgate run`) records its pid and fence; every write checks both.
     owner_pid: int | None = None
     fence: int | None = None
+    # Progress lines of long services (worktree setup commands, issue 21); the CLI prints them.
+    progress: Callable[[str], None] | None = None
     _store: Store | None = None
 
     @property

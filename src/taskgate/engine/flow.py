@@ -271,6 +271,10 @@ def finish_classification(engine: Engine, task: str) -> None:
     ]  # registered under the repo lock, checked out in parallel
     gitrepo.ensure_worktrees(engine.ws.repo, engine.ws.common_dir, specs)
     failpoints.hit("classify:after-worktrees")
+    from taskgate.engine.worktree_setup import prepare  # issue 21: .env, links, setup, ports
+
+    prepare(engine, task, t.required_agents, task_worktree=True,
+            retry=f"taskgate classify {task}")  # fmt: skip
     task_md = engine.ws.task_md(task)
     if not task_md.exists():
         entry = engine.todo().get(task)

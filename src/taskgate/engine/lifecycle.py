@@ -287,6 +287,9 @@ def _finish_setup(engine: Engine, row: TaskRow) -> None:
     with gitrepo.repo_lock(engine.ws.common_dir):
         gitrepo.ensure_worktree(engine.ws.repo, path, row.name, str(row.pending["base"]))
     failpoints.hit("setup:after-worktree")
+    from taskgate.engine.worktree_setup import prepare  # issue 21: .env, links, setup, ports
+
+    prepare(engine, row.name, task_worktree=True, retry=f"taskgate start {row.name}")
     base_sha = gitrepo.rev_parse(engine.ws.repo, row.base_branch) or ""
 
     def done(tx: Tx, snap: TaskSnapshot) -> None:

@@ -413,6 +413,10 @@ def _recreate_worktrees(engine: Engine, task: str) -> list[str]:
             gitrepo.ensure_worktree(ws.repo, path, branch, branch)
             made.append(f"recreated worktree {path} from branch {branch}")
     failpoints.hit("recover:after-worktrees")
+    from taskgate.engine.worktree_setup import prepare  # issue 21: .env, links, setup, ports
+
+    agents = snap.task.required_agents if snap.task.state != State.INIT.value else ()
+    prepare(engine, task, agents, task_worktree=True, retry=f"taskgate recover {task} --repair")
 
     def done(tx: Tx, current: TaskSnapshot) -> None:
         ours = (current.task.pending or {}).get("op") == "recover_worktrees"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from taskgate.engine.core import Engine, current_state
+from taskgate.engine.worktree_setup import worktree_env
 from taskgate.errors import Refused
 from taskgate.git import repo as gitrepo
 from taskgate.process import clean_env, run
@@ -48,11 +49,12 @@ def validate(engine: Engine, task: str) -> ValidationResult:
     if head is None:
         raise Refused("the task worktree is missing", [], hint=f"taskgate recover {task}")
     timeout = engine.ws.config.validation.timeout_minutes * 60
+    ports = worktree_env(engine.ws, task, None)  # issue 21: the task worktree's port block
     outputs: list[str] = []
     code = 0
     ran: list[str] = []
     for cmd in commands:
-        result = run(cmd, cwd=worktree, env=clean_env(), timeout=timeout)
+        result = run(cmd, cwd=worktree, env=clean_env(ports), timeout=timeout)
         ran.append(" ".join(cmd))
         outputs.append(f"$ {' '.join(cmd)}\n{result.stdout}{result.stderr}")
         if not result.ok:

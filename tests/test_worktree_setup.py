@@ -1,0 +1,331 @@
+"""Worktrees ready to work in (issue 21): .worktreeinclude copies, shared directories, setup
+commands, port blocks, cleanup. Real git, the real CLI and real commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Repo, git, make_repo
+from flow import PASSING_BUILD, agents_of, to_classified, to_complete
+from taskgate.engine import worktree_files as wf
+from taskgate.engine.worktree_config import WorktreeConfig, parse_worktree
+from taskgate.errors import UsageError
+
+SECRET = "API_KEY=s3cr3t-4f9c2e71"
+TASK = "add-login"
+
+# Appends the port block and index to a file in the worktree: one line per run, so a command
+# that ran twice is visible.
+MARKER_CMD = [
+    sys.executable,
+    "-c",
+    "import os; open('setup-marker.txt', 'a').write(os.environ['TASKGATE_PORT_BASE'] + ' ' "
+    "+ os.environ['TASKGATE_WORKTREE_INDEX'] + ' ' + os.environ.get('TASKGATE_SESSION', '-')"
+    " + '\\n')",
+]
+
+
+def failing_cmd(flag: Path) -> list[str]:
+    """Fails (exit 3) until `flag` exists: the fix a person makes."""
+    code = f"import os, sys; sys.exit(0 if os.path.exists({str(flag)!r}) else 3)"
+    return [sys.executable, "-c", code]
+
+
+def toml_list(cmds: list[list[str]]) -> str:
+    return json.dumps(cmds)
+
+
+def project(path: Path, worktree: str, *, validation: str = PASSING_BUILD) -> Repo:
+    """A repository with an ignored .env (0600) named by .worktreeinclude and a node_modules
+    directory in the main worktree; taskgate.toml with `worktree` as its [worktree] table."""
+    repo = make_repo(path, config=validation + "\n[worktree]\n" + worktree)
+    (path / ".gitignore").write_text(".env\nnode_modules/\n")
+    (path / ".worktreeinclude").write_text(".env\n")
+    git(path, "add", ".gitignore", ".worktreeinclude")
+    git(path, "commit", "-q", "-m", "ignore local files")
+    env = path / ".env"
+    env.write_text(SECRET + "\n")
+    env.chmod(0o600)
+    (path / "node_modules" / "left-pad").mkdir(parents=True)
+    (path / "node_modules" / "left-pad" / "index.js").write_text("module.exports = 1\n")
+    return repo
+
+
+def worktrees(repo: Repo, task: str) -> dict[str, Path]:
+    """'task' and each agent name -> worktree path."""
+    result = {"task": repo.worktree(task)}
+    for agent in agents_of(repo, task):
+        result[agent] = repo.task_dir(task) / "agents" / agent / "code"
+    return result
+
+
+def store_events(repo: Repo, kind: str) -> list[dict[str, Any]]:
+    conn = sqlite3.connect(repo.path / ".taskgate" / "state.db")
+    try:
+        rows = conn.execute("SELECT payload FROM events WHERE kind = ? ORDER BY seq", (kind,))
+        return [json.loads(r[0]) for r in rows]
+    finally:
+        conn.close()
+
+
+def files_containing(root: Path, needle: bytes, skip: set[Path]) -> list[Path]:
+    """Every file under root (not under `skip`) whose bytes contain needle."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if Path(dirpath, d) not in skip]
+        for name in filenames:
+            path = Path(dirpath, name)
+            if not path.is_symlink() and needle in path.read_bytes():
+                found.append(path)
+    return found
+
+
+def test_classify_prepares_every_worktree(tmp_path: Path) -> None:
+    repo = project(tmp_path / "repo", f"setup = {toml_list([MARKER_CMD])}\n")
+    base = repo.git("rev-parse", "main")
+    repo.ok("start", TASK)
+    classify = repo.ok("classify", TASK, cwd=repo.worktree(TASK))
+    assert "setup [architect]" in classify.err and "ok in" in classify.err  # a line per command
+    trees = worktrees(repo, TASK)
+    assert len(trees) >= 3
+    bases = {}
+    for name, wt in trees.items():
+        copy = wt / ".env"
+        assert copy.read_text() == SECRET + "\n", name
+        assert stat.S_IMODE(copy.stat().st_mode) == 0o600, name
+        lines = (wt / "setup-marker.txt").read_text().splitlines()
+        assert len(lines) == 1, (name, lines)  # run once
+        port, index, session = lines[0].split()
+        assert session == "-"  # setup commands never act as the task's owner
+        bases[name] = (int(port), int(index))
+        # nothing staged, nothing new, nothing committed
+        assert git(wt, "status", "--porcelain", "--untracked-files=all") == "", name
+        assert git(wt, "rev-parse", "HEAD") == base, name
+        env = json.loads((repo.task_dir(TASK) / ("setup" if name == "task" else
+                          f"agents/{name}/setup") / "env.json").read_text())  # fmt: skip
+        assert env["TASKGATE_PORT_BASE"] == port and env["TASKGATE_WORKTREE_INDEX"] == index
+    ports = [p for p, _ in bases.values()]
+    assert len(set(ports)) == len(ports) and len({i for _, i in bases.values()}) == len(ports)
+    assert all(abs(a - b) >= 20 for a in ports for b in ports if a != b)  # whole blocks
+    assert git(repo.path, "status", "--porcelain") == "?? taskgate.toml"  # main untouched
+    # the setup's output is kept beside the agent's transcripts
+    log = (
+        repo.task_dir(TASK)
+        / "agents"
+        / "architect"
+        / "setup"
+        / f"1-{Path(sys.executable).name}.log"
+    )
+    assert "# exit 0" in log.read_text()
+    # the audit trail lists the copied file by path only; the secret is nowhere in the store,
+    # the views or the logs
+    prepared = store_events(repo, "worktree_prepared")
+    assert {e["branch"] for e in prepared} == {TASK} | {f"{TASK}-{a}" for a in trees if a != "task"}
+    assert all(e["copied"] == [".env"] and e["result"] == "SUCCESS" for e in prepared)
+    assert SECRET.encode() not in (repo.path / ".taskgate" / "state.db").read_bytes()
+    skip = set(trees.values()) | {repo.path / ".git"}
+    assert files_containing(repo.path / ".taskgate", SECRET.encode(), skip) == []
+
+    # a second task, live at the same time, gets other blocks (recorded in the store)
+    repo.ok("start", "fix-typo", session="s2")
+    other = json.loads((repo.task_dir("fix-typo") / "setup" / "env.json").read_text())
+    assert int(other["TASKGATE_PORT_BASE"]) not in ports
+
+
+def test_failing_setup_names_the_command_and_resumes(tmp_path: Path) -> None:
+    flag = tmp_path / "fixed"
+    cmds = [MARKER_CMD, failing_cmd(flag)]
+    repo = project(tmp_path / "repo", f"setup = {toml_list(cmds)}\n")
+    wt = repo.worktree(TASK)
+
+    started = repo.run("start", TASK)
+    assert started.code == 4, started.err  # needs a person, not an agent failure
+    assert "setup command" in started.err and "sys.exit(0 if os.path.exists" in started.err
+    assert "the worktree of the task (exit 3)" in started.err
+    assert f"hint: fix the cause (see the log), then run 'taskgate start {TASK}'" in started.err
+    status = repo.ok("status", TASK, "--json").json()
+    assert status["pending"]["op"] == "create_task_worktree"  # journaled: resumable
+    refused = repo.run("classify", TASK, cwd=wt)
+    assert refused.code != 0  # the state does not move past an unprepared worktree
+
+    flag.touch()
+    repo.ok("start", TASK)  # the same command resumes...
+    assert (wt / "setup-marker.txt").read_text().count("\n") == 1  # ...without redoing step 1
+    assert repo.ok("status", TASK, "--json").json()["pending"] is None
+
+    flag.unlink()
+    failed = repo.run("classify", TASK, cwd=wt)
+    assert failed.code == 4
+    assert "in the worktree of agent 'architect' (exit 3)" in failed.err
+    assert f"then run 'taskgate classify {TASK}' again" in failed.err
+    events = store_events(repo, "worktree_prepared")
+    assert any(e.get("result") == "FAILURE" and e["agent"] == "architect" for e in events)
+    assert repo.run("transition", TASK, "REQUIREMENTS", cwd=wt).code == 1  # still pending
+
+    flag.touch()
+    diagnosis = repo.ok("recover", TASK, "--repair", "--json")  # or rerun classify
+    assert "create_agent_worktrees" in diagnosis.out
+    for name, path in worktrees(repo, TASK).items():
+        assert (path / "setup-marker.txt").read_text().count("\n") == 1, name
+        assert (path / ".env").read_text() == SECRET + "\n"
+    repo.ok("transition", TASK, "REQUIREMENTS", cwd=wt)
+
+
+def test_recover_recreates_a_deleted_worktree_ready(tmp_path: Path) -> None:
+    repo = project(tmp_path / "repo", f"setup = {toml_list([MARKER_CMD])}\n")
+    to_classified(repo, TASK)
+    agent = agents_of(repo, TASK)[0]
+    path = repo.task_dir(TASK) / "agents" / agent / "code"
+    before = (path / "setup-marker.txt").read_text()
+    shutil.rmtree(path)
+    repo.ok("recover", TASK, "--repair")
+    assert (path / ".env").read_text() == SECRET + "\n"
+    assert stat.S_IMODE((path / ".env").stat().st_mode) == 0o600
+    assert (path / "setup-marker.txt").read_text() == before  # setup ran afresh, same block
+    assert git(path, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+def test_cleanup_keeps_the_main_worktree_originals(tmp_path: Path) -> None:
+    seen = tmp_path / "validation-ports.txt"
+    probe = f"import os; open({str(seen)!r}, 'a').write(os.environ.get('TASKGATE_PORT_BASE', '-') + '\\n')"
+    validation = f"[validation]\ncommands = [{json.dumps([sys.executable, '-c', probe])}]\n"
+    repo = project(tmp_path / "repo", 'symlink = ["node_modules"]\n', validation=validation)
+    main_env = repo.path / ".env"
+    original = main_env.stat()
+    to_complete(repo, TASK)
+    trees = worktrees(repo, TASK)
+    for wt in trees.values():
+        link = wt / "node_modules"
+        assert link.is_symlink() and os.readlink(link) == str(repo.path / "node_modules")
+    task_base = json.loads((repo.task_dir(TASK) / "setup" / "env.json").read_text())
+    assert seen.read_text().splitlines()[0] == task_base["TASKGATE_PORT_BASE"]  # validation
+    repo.ok("cleanup", TASK)
+    for wt in trees.values():
+        assert not wt.exists() and not wt.is_symlink()
+    assert main_env.read_text() == SECRET + "\n"
+    assert main_env.stat().st_ino == original.st_ino
+    assert stat.S_IMODE(main_env.stat().st_mode) == 0o600
+    assert (
+        repo.path / "node_modules" / "left-pad" / "index.js"
+    ).read_text() == "module.exports = 1\n"
+    assert git(repo.path, "ls-files", "--others", "--exclude-standard") == "taskgate.toml"
+    # the finished task's blocks are free again
+    repo.ok("start", "fix-typo")
+    again = json.loads((repo.task_dir("fix-typo") / "setup" / "env.json").read_text())
+    assert again["TASKGATE_WORKTREE_INDEX"] == "1"
+
+
+# -- the pieces, against real git -------------------------------------------------------------
+
+
+def sample(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(main worktree, a fresh worktree, common dir)."""
+    main = tmp_path / "main"
+    main.mkdir()
+    git(main, "init", "-q", "-b", "main")
+    (main / ".gitignore").write_text("*.local\n!keep.local\nbuild/\n")
+    (main / "app.py").write_text("print(1)\n")
+    git(main, "add", ".")
+    git(main, "commit", "-q", "-m", "init")
+    wt = tmp_path / "wt"
+    git(main, "worktree", "add", "-q", "-b", "topic", str(wt))
+    return main, wt, main / ".git"
+
+
+def test_patterns_are_matched_by_git_and_placed_files_stay_ignored(tmp_path: Path) -> None:
+    main, wt, common = sample(tmp_path)
+    (main / "db.local").write_text("x")
+    (main / "keep.local").write_text("re-included by .gitignore")
+    (main / "config").mkdir()
+    (main / "config" / "dev.json").write_text("{}")
+    (main / "config" / "other.txt").write_text("not matched")
+    (main / ".worktreeinclude").write_text("*.local\n/config/*.json\n# a comment\n")
+    cfg = WorktreeConfig(include=("app.py",))  # tracked: never listed
+    found = wf.included_files(main, cfg, [".taskgate"])
+    assert found == ["config/dev.json", "db.local", "keep.local"]
+    placed = wf.place(main, wt, cfg, found, common)
+    assert placed.copied == ["config/dev.json", "db.local"]
+    assert "/config/dev.json" in placed.excluded  # not ignored by .gitignore: excluded
+    assert any(s.startswith("keep.local: removed again") for s in placed.skipped)
+    assert not (wt / "keep.local").exists()  # a .gitignore re-includes it: never left behind
+    assert git(wt, "status", "--porcelain", "--untracked-files=all") == ""
+    assert git(wt, "add", "-A", "--dry-run") == ""
+
+
+def test_links_are_ignored_and_existing_paths_are_left_alone(tmp_path: Path) -> None:
+    main, wt, common = sample(tmp_path)
+    (main / "build").mkdir()
+    (main / "build" / "out.bin").write_text("big")
+    (main / "vendor").mkdir()
+    (main / "vendor" / "lib.txt").write_text("lib")
+    (wt / "db.local").write_text("the agent's own")
+    (main / "db.local").write_text("main's")
+    cfg = WorktreeConfig(symlink=("build",), copy=("vendor",))
+    placed = wf.place(main, wt, cfg, ["db.local"], common)
+    assert placed.linked == ["build"] and placed.copied_dirs == ["vendor"]
+    assert (wt / "db.local").read_text() == "the agent's own"  # never overwritten
+    assert any(s.startswith("db.local: the worktree already has") for s in placed.skipped)
+    assert git(wt, "status", "--porcelain", "--untracked-files=all") == ""  # link ignored
+    # removing the worktree removes the link, not the directory it points at
+    git(main, "worktree", "remove", "--force", str(wt))
+    assert (main / "build" / "out.bin").read_text() == "big"
+
+
+def test_copy_keeps_mode_and_disposable_lists_only_unedited_copies(tmp_path: Path) -> None:
+    main, wt, common = sample(tmp_path)
+    for name, mode in (("a.local", 0o600), ("b.local", 0o640)):
+        (main / name).write_text(name)
+        (main / name).chmod(mode)
+    placed = wf.place(main, wt, WorktreeConfig(), ["a.local", "b.local"], common)
+    assert stat.S_IMODE((wt / "a.local").stat().st_mode) == 0o600
+    assert stat.S_IMODE((wt / "b.local").stat().st_mode) == 0o640
+    (wt / "b.local").write_text("edited by an agent")
+    assert wf.disposable(main, wt, placed.paths()) == ["a.local"]
+
+
+def test_a_path_through_a_link_out_of_the_worktree_is_refused(tmp_path: Path) -> None:
+    main, wt, common = sample(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (main / "conf").mkdir()
+    (main / "conf" / "x.local").write_text("x")
+    (wt / "conf").symlink_to(outside)
+    placed = wf.place(main, wt, WorktreeConfig(), ["conf/x.local"], common)
+    assert placed.copied == [] and not (outside / "x.local").exists()
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"symlink": ["/abs"]}, "must be a path inside the repository"),
+        ({"copy": ["../up"]}, "must be a path inside the repository"),
+        ({"symlink": ["a"], "copy": ["a"]}, "both symlink and copy"),
+        ({"copy_mode": "magic"}, "copy_mode must be one of"),
+        ({"setup": "npm ci"}, "setup must be a list"),
+        ({"setup": [[]]}, "empty setup command"),
+        ({"ports_per_worktree": 0}, "ports_per_worktree must be an integer"),
+        ({"links": []}, "unknown key(s) links"),
+    ],
+)
+def test_bad_worktree_config_is_a_usage_error(table: dict[str, Any], message: str) -> None:
+    with pytest.raises(UsageError, match=r".*") as info:
+        parse_worktree(table, "taskgate.toml [worktree]")
+    assert message in info.value.message
+
+
+def test_config_parses_string_and_list_commands() -> None:
+    cfg = parse_worktree(
+        {"setup": ["npm ci", ["python", "-m", "pip", "install", "-e", "."]], "symlink": ["x/"]},
+        "w",
+    )
+    assert cfg.setup == (("npm", "ci"), ("python", "-m", "pip", "install", "-e", "."))
+    assert cfg.symlink == ("x",)
