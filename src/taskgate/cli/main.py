@@ -46,6 +46,7 @@ COMMAND_MODULES = (
     "taskgate.cli.run_cmds",
     "taskgate.cli.spec_cmds",
     "taskgate.cli.hook_cmds",
+    "taskgate.cli.serve_cmds",
 )
 
 
@@ -103,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 done, 1 refused, 2 usage, 3 foreign, 4 human,
-    5 corrupted, 10 internal)."""
+    5 corrupted, 6 environment (docs/faults.md), 10 internal)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["hook"]:  # issue 7 fast path: one hook event, no parser, no commands
         from taskgate.hooks.dispatch import run_hook
@@ -128,6 +129,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # the one boundary for bugs: say so, never a silent pass
+        from taskgate.errors import classify
+
+        fault = classify(exc)  # disk full, read-only, permissions, locks: issue 16
+        if fault is not None:
+            _report(fault, wants_json)
+            return fault.exit_code
         if os.environ.get("TASKGATE_DEBUG"):
             raise
         print(f"taskgate: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)

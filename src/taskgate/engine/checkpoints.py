@@ -30,8 +30,9 @@ NON_INTERACTIVE = "non-interactive"  # a person's command from a script or a pip
 HUMAN_PROMPT = "human-prompt"  # the person's own prompt, captured by the Claude Code hook
 AUTOMATED = "automated --yes"  # `taskgate run --yes`, only with allow_auto_approve
 AGENT_RELAYED = "agent-relayed"  # an agent passed the text on: never an approval (R-CKP-02)
-PROVENANCES = (TERMINAL, NON_INTERACTIVE, HUMAN_PROMPT, AUTOMATED, AGENT_RELAYED)
-APPROVING = (TERMINAL, NON_INTERACTIVE, HUMAN_PROMPT, AUTOMATED)
+DASHBOARD = "dashboard"  # the person in `taskgate serve`'s page (a secret only their terminal saw)
+PROVENANCES = (TERMINAL, NON_INTERACTIVE, HUMAN_PROMPT, AUTOMATED, AGENT_RELAYED, DASHBOARD)
+APPROVING = (TERMINAL, NON_INTERACTIVE, HUMAN_PROMPT, AUTOMATED, DASHBOARD)
 
 # How many earlier change requests the change review repeats.
 _FEEDBACK_SHOWN = 5
@@ -246,6 +247,30 @@ def approve(
     def body(tx: Tx, snap: TaskSnapshot) -> ApprovalRow:
         check_speaker(engine, snap.task)
         return record_approval(engine, tx, snap, kind, provenance=provenance, message=message)
+
+    return engine.step(task, body, owner=False)
+
+
+def approve_noop(engine: Engine, task: str, *, provenance: str, message: str) -> dict[str, Any]:
+    """`taskgate approve T noop --message WHY`: the person accepts that the task changes nothing.
+
+    Only then may an empty task branch reach the change review and complete (R-CKP-10); the
+    record names who said so and why. An agent cannot make it (R-CKP-02).
+    """
+    if not message.strip():
+        raise UsageError(
+            "a no-op approval needs the reason", hint=f"taskgate approve {task} noop --message '…'"
+        )
+
+    def body(tx: Tx, snap: TaskSnapshot) -> dict[str, Any]:
+        check_speaker(engine, snap.task)
+        _check_provenance(engine, provenance)
+        if current_state(snap.task) in (State.COMPLETE, State.CLEANUP):
+            raise Refused(f"'{task}' is already {snap.task.state}", [])
+        record = {"at": engine.now(), "provenance": provenance, "reason": message.strip()}
+        engine.event(tx, task, "noop_approved", record)
+        engine.touch(tx, snap, extra={**snap.task.extra, "noop_approved": record})
+        return record
 
     return engine.step(task, body, owner=False)
 

@@ -1,0 +1,128 @@
+"""The board: every task of todo.md and of the store, in columns by protocol state.
+
+Not-started tasks carry their availability (available, blocked by X, infeasible, foreign,
+done); started ones their owner session, risk, checkpoint and agents with live status. One
+read transaction gives the started tasks (no torn reads); todo.md adds the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from taskgate.engine.core import Engine
+from taskgate.engine.lifecycle import availability
+from taskgate.errors import Corrupted, UsageError
+from taskgate.protocol.states import State
+from taskgate.store.base import StoreCorrupt
+from taskgate.store.records import AgentRow, TaskRow
+
+NOT_STARTED = "NOT_STARTED"
+COLUMNS = (NOT_STARTED, *(s.value for s in State))
+COLUMN_TITLES = {NOT_STARTED: "not started", **{s.value: s.value.replace("_", " ") for s in State}}
+
+
+def _agent(a: AgentRow) -> dict[str, Any]:
+    return {
+        "agent": a.agent,
+        "status": a.status or "PENDING",
+        "phase": a.phase,
+        "message": a.message,
+        "updated_at": a.updated_at,
+        "work_remaining": a.work_remaining,
+    }
+
+
+def _waiting(row: TaskRow, plan_approved: bool) -> str | None:
+    """Which human checkpoint the task waits at, if any (for the badge)."""
+    if row.released:
+        return None
+    if row.state == State.SYNTHESIS.value and not plan_approved:
+        return "plan"
+    if row.state == State.AWAITING_USER_APPROVAL.value and not (row.checkpoint or {}).get(
+        "approved"
+    ):
+        return "changes"
+    return None
+
+
+def _started(row: TaskRow, agents: list[AgentRow], plan_approved: bool) -> dict[str, Any]:
+    return {
+        "task": row.name,
+        "state": row.state,
+        "column": row.state if row.state in COLUMNS else NOT_STARTED,
+        "title": row.name,
+        "availability": None,
+        "session_id": row.session_id,
+        "released": row.released,
+        "owner_pid": row.owner_pid,
+        "host": row.host,
+        "risk_level": row.risk_level,
+        "required_agents": list(row.required_agents),
+        "agents": [_agent(a) for a in agents],
+        "waiting_for": _waiting(row, plan_approved),
+        "pending": (row.pending or {}).get("op"),
+        "updated_at": row.updated_at,
+        "seq": row.seq,
+    }
+
+
+def build(engine: Engine) -> dict[str, Any]:
+    """The board as plain data (the page and `/api/board` share it)."""
+    try:
+        with engine.store.read() as tx:
+            rows = tx.tasks()
+            agents = {r.name: tx.agents(r.name) for r in rows}
+            approved = {
+                r.name: any(a.kind == "plan" and a.revoked_at is None for a in tx.approvals(r.name))
+                for r in rows
+                if r.state == State.SYNTHESIS.value
+            }
+    except StoreCorrupt as exc:
+        raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
+    tasks = {r.name: _started(r, agents[r.name], approved.get(r.name, False)) for r in rows}
+    todo_error = ""
+    try:
+        todo = availability(engine)
+    except UsageError as exc:  # a broken todo.md must not take the board down
+        todo, todo_error = [], f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+    order: list[str] = []
+    for item in todo:
+        order.append(item.name)
+        if item.name in tasks:
+            tasks[item.name]["title"] = item.title
+            continue
+        tasks[item.name] = {
+            "task": item.name,
+            "state": None,
+            "column": NOT_STARTED,
+            "title": item.title,
+            "availability": item.availability.value,
+            "availability_rule": item.rule,
+            "availability_message": item.message,
+            "session_id": item.owner,
+            "released": False,
+            "risk_level": None,
+            "required_agents": [],
+            "agents": [],
+            "waiting_for": None,
+            "pending": None,
+            "updated_at": None,
+            "seq": 0,
+        }
+    listed = set(order)
+    order += [name for name in sorted(tasks) if name not in listed]
+    columns = [
+        {
+            "state": col,
+            "title": COLUMN_TITLES[col],
+            "tasks": [tasks[n] for n in order if tasks[n]["column"] == col],
+        }
+        for col in COLUMNS
+    ]
+    return {
+        "repo": str(engine.ws.repo),
+        "todo_error": todo_error,
+        "counts": {c["state"]: len(c["tasks"]) for c in columns},
+        "waiting": [t["task"] for t in tasks.values() if t["waiting_for"]],
+        "columns": columns,
+    }

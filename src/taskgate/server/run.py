@@ -1,0 +1,188 @@
+"""Starting `taskgate serve`: bind, guard against a second server, print the login URL, run.
+
+The listening sockets are bound here (so `--port 0` knows its port before the URL is printed,
+and further listeners, e.g. the agent door's Unix socket of issue 14, are added to the same
+uvicorn server as more sockets).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import ipaddress
+import json
+import os
+import socket
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from taskgate.errors import UsageError
+from taskgate.fsutil import atomic_write
+from taskgate.server import secret
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+DEFAULT_PORT = 7457
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What `taskgate serve` was asked for."""
+
+    repo: Path
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    allow_remote: bool = False
+    state_dir: Path | None = None
+    new_secret: bool = False
+    watch_interval: float = 0.02
+
+
+def is_local(host: str) -> bool:
+    """Loopback only?"""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, allow_remote: bool) -> str:
+    """Refuse a non-local bind without the explicit flag; return the warning to print if any."""
+    if is_local(host):
+        return ""
+    if not allow_remote:
+        raise UsageError(
+            f"refusing to serve the dashboard on {host}: it can approve plans and changes",
+            hint="bind 127.0.0.1 (the default), or pass --allow-remote if you really mean it",
+        )
+    return (
+        f"WARNING: the dashboard listens on {host}, reachable from other machines. Anyone "
+        "with the login URL can approve plans and changes; the traffic is not encrypted."
+    )
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror}",
+            hint="pass --port with a free port (0 picks one)",
+        ) from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_host(host: str) -> str:
+    """The host as it appears in a URL."""
+    if host in ("0.0.0.0", "::", ""):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+@contextlib.contextmanager
+def single_instance(directory: Path) -> Iterator[IO[str]]:
+    """Hold `serve.lock` for the server's lifetime; a second server for the repo is refused."""
+    handle = (directory / "serve.lock").open("a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            running = read_info(directory)
+            raise UsageError(
+                "taskgate serve is already running for this repository"
+                + (f" (pid {running.get('pid')}, {running.get('url')})" if running else ""),
+                hint="use that server ('taskgate serve --url' prints its login URL), or stop it",
+            ) from None
+        yield handle
+    finally:
+        handle.close()
+
+
+def info_path(directory: Path) -> Path:
+    """server.json: pid, address and start time of the running server (no secret in it)."""
+    return directory / "server.json"
+
+
+def read_info(directory: Path) -> dict[str, Any]:
+    """The running server's server.json, or {}."""
+    try:
+        data = json.loads(info_path(directory).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def login_url(base: str, token: str) -> str:
+    """The URL that logs a browser in (printed only to the person's terminal)."""
+    return f"{base}/login?token={token}"
+
+
+def serve(
+    options: ServeOptions,
+    *,
+    announce: Callable[[str, str], None],
+    extra_sockets: Sequence[socket.socket] = (),
+) -> None:
+    """Run the server until interrupted. `announce(base_url, token)` tells the person."""
+    import uvicorn
+
+    from taskgate.engine.clock import iso, system_clock
+    from taskgate.engine.workspace import find_workspace, require_initialized
+    from taskgate.server.app import build_app
+    from taskgate.server.context import Server, ServerContext
+    from taskgate.server.security import Gate, allowed_hosts
+    from taskgate.server.watch import Hub, SqliteProbe, Watcher
+
+    ws = find_workspace(options.repo)
+    require_initialized(ws)
+    directory = secret.server_dir(secret.state_root(options.state_dir), ws.common_dir)
+    ctx = ServerContext(ws, directory)
+    with single_instance(directory):
+        token = secret.load_or_create(directory / "secret", rotate=options.new_secret)
+        sock = bind(options.host, options.port)
+        port = sock.getsockname()[1]
+        base = f"http://{url_host(options.host)}:{port}"
+        gate = Gate(token, allowed_hosts(options.host, port))
+        hub = Hub()
+        watcher = Watcher(
+            lambda: SqliteProbe(ws.db_path, (ws.todo_path, ws.changelog_path)),
+            hub,
+            interval=options.watch_interval,
+        )
+        app = build_app(Server(ctx, gate, hub, watcher))
+        atomic_write(
+            info_path(directory),
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "url": base,
+                    "repo": str(ws.repo),
+                    "started_at": iso(system_clock()),
+                }
+            )
+            + "\n",
+        )
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=2,
+            server_header=False,
+        )
+        try:
+            announce(base, token)
+            uvicorn.Server(config).run(sockets=[sock, *extra_sockets])
+        finally:
+            info_path(directory).unlink(missing_ok=True)
+            sock.close()
