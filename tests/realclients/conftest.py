@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import SRC, Repo, Run, make_repo
-from flow import PLAN, approve_plan, copy_repo, write_reports
+from flow import PLAN, REPORT, agents_of, copy_repo
 from realclients.clients import ClaudeRun, ensure_clients, run_claude
 from realclients.mock_anthropic import MockAnthropic, Script, Turn
 
@@ -32,17 +32,25 @@ class OwnedRepo(Repo):
         return super().run(*args, session=session, **kw)
 
 
-def to_implementation(repo: Repo, task: str = TASK) -> None:
-    """start (by the repo's default session) ... -> IMPLEMENTATION, plan approved."""
-    repo.ok("start", task)
-    repo.ok("classify", task, cwd=repo.worktree(task))
-    repo.ok("transition", task, "REQUIREMENTS", cwd=repo.worktree(task))
-    write_reports(repo, task)
-    repo.ok("transition", task, "SYNTHESIS", cwd=repo.worktree(task))
+def to_plan_presented(repo: Repo, task: str = TASK, session: str = OWNER) -> None:
+    """(started by `session`) -> SYNTHESIS with the plan presented: PLAN APPROVAL waits."""
+    wt = repo.worktree(task)
+    repo.ok("classify", task, cwd=wt, session=session)
+    repo.ok("transition", task, "REQUIREMENTS", cwd=wt, session=session)
+    for agent in agents_of(repo, task):  # every agent writes its report
+        (repo.task_dir(task) / f"{task}-{agent}-requirements.md").write_text(REPORT)
+        repo.ok("agent", "set", task, agent, "COMPLETE", session=session)
+    repo.ok("transition", task, "SYNTHESIS", cwd=wt, session=session)
     task_md = repo.task_dir(task) / "task.md"
     task_md.write_text(task_md.read_text() + PLAN)
-    approve_plan(repo, task)
-    repo.ok("transition", task, "IMPLEMENTATION")
+    repo.ok("present", task, session=session)
+
+
+def to_implementation(repo: Repo, task: str = TASK, session: str = OWNER) -> None:
+    """(started by `session`) -> IMPLEMENTATION, plan approved by the person."""
+    to_plan_presented(repo, task, session)
+    repo.ok("approve", task, "plan", session=session)
+    repo.ok("transition", task, "IMPLEMENTATION", session=session)
 
 
 @pytest.fixture(scope="session")
@@ -53,8 +61,9 @@ def clients_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Prepared repositories, copied per test: `fresh` (initialised) and `implementation`
-    (TASK in IMPLEMENTATION, owned by OWNER, with its agent worktrees)."""
+    """Prepared repositories, copied per test: `fresh` (initialised), `plan` (TASK waiting for
+    PLAN APPROVAL) and `implementation` (TASK in IMPLEMENTATION with its agent worktrees), both
+    owned by the OWNER session."""
     base = tmp_path_factory.mktemp("templates")
     home = base / "home"
     home.mkdir()
@@ -66,12 +75,16 @@ def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     os.environ["HOME"] = str(home)
     try:
         fresh = make_repo(base / "fresh" / "repo").path
+        plan = OwnedRepo(make_repo(base / "plan" / "repo").path)
+        plan.ok("start", TASK)
+        to_plan_presented(plan)
         impl = OwnedRepo(make_repo(base / "impl" / "repo").path)
+        impl.ok("start", TASK)
         to_implementation(impl)
     finally:
         if old is not None:
             os.environ["HOME"] = old
-    return {"fresh": fresh, "implementation": impl.path}
+    return {"fresh": fresh, "plan": plan.path, "implementation": impl.path}
 
 
 def copy_template(templates: dict[str, Path], name: str, dest: Path) -> OwnedRepo:

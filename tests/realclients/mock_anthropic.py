@@ -11,7 +11,7 @@ that gets the request and returns the next turn. Claude Code also makes side cal
 the session, a quota probe, summaries): requests that offer the model no tools. They are
 answered with a short text and never consume the script. Every request is logged, so a test
 reads what the client sent back: tool results with their is_error flag and text (a hook's deny
-reason), the system prompt and the system reminders that carry hooks' additionalContext.
+reason), the system prompt, and the role "system" messages that carry hooks' additionalContext.
 """
 
 from __future__ import annotations
@@ -113,9 +113,14 @@ class Request:
         return "\n".join(parts)
 
     def system_text(self) -> str:
-        return _text_of(self.body.get("system"))
+        """The system prompt plus the role "system" messages, where Claude Code 2.1 puts the
+        hooks' additionalContext ("SessionStart hook additional context: ...")."""
+        parts = [_text_of(self.body.get("system"))]
+        parts += [_text_of(m.get("content")) for m in self.messages if m.get("role") == "system"]
+        return "\n".join(parts)
 
     def all_text(self) -> str:
+        """Everything the client told the model in this request."""
         return self.system_text() + "\n" + self.user_text()
 
     def tool_names(self) -> list[str]:
