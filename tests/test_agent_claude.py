@@ -77,7 +77,9 @@ def claude_env(tmp_path: Path, behaviour: str, **options: object) -> TaskEnv:
     env = {"FAKE_CLAUDE": behaviour, "FAKE_LOG": str(tmp_path / "log.json")}
     config = {"backend": "claude", "claude": {"executable": str(bin_dir / "claude"), "env": env,
                                               **options}}  # fmt: skip
-    return make_task_env(tmp_path, config)
+    # The fake logs outside the worktree, which confinement forbids (test_sandbox.py runs
+    # the backends confined).
+    return make_task_env(tmp_path, {**config, "sandbox": "none"})
 
 
 def test_headless_invocation_and_success(tmp_path: Path) -> None:

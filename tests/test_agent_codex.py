@@ -77,7 +77,9 @@ def codex_env(tmp_path: Path, behaviour: str, body: str = FAKE_CODEX, **opts: ob
     env = {"FAKE_CODEX": behaviour, "FAKE_LOG": str(tmp_path / "log.json")}
     config = {"backend": "codex", "codex": {"executable": str(bin_dir / "codex"), "env": env,
                                             **opts}}  # fmt: skip
-    return make_task_env(tmp_path, config)
+    # The fake logs outside the worktree, which confinement forbids (test_sandbox.py runs
+    # the backends confined).
+    return make_task_env(tmp_path, {**config, "sandbox": "none"})
 
 
 def test_exec_invocation_and_last_message(tmp_path: Path) -> None:

@@ -47,7 +47,8 @@ seen = {k: v for k, v in os.environ.items() if k.startswith(("TASKGATE", "GIT_")
 seen["cwd"] = os.getcwd()
 seen["stdin"] = prompt
 seen["prompt_file"] = pathlib.Path(os.environ["TASKGATE_PROMPT_FILE"]).read_text()
-pathlib.Path(os.environ["TASKGATE_TASK_DIR"], "seen.json").write_text(json.dumps(seen))
+pathlib.Path("seen.json").write_text(json.dumps(seen))  # cwd: the worktree (a confined agent
+                                                        # writes nowhere else)
 if os.environ["TASKGATE_MODE"] == "requirements":
     pathlib.Path(os.environ["TASKGATE_REPORT_PATH"]).write_text("requirement. " * 20)
 print("thinking...")
@@ -65,7 +66,7 @@ def test_the_documented_environment_cwd_and_stdin(
     result = invoke(request)
     assert result.status is ResultStatus.COMPLETE, result.reason
     assert result.backend == "command" and result.exit_code == 0 and "thinking" in result.raw_output
-    seen = json.loads((env.ws.task_dir("add-login") / "seen.json").read_text())
+    seen = json.loads((env.worktree("quality") / "seen.json").read_text())
     assert seen["cwd"] == str(env.worktree("quality"))
     assert seen["stdin"] == request.prompt == seen["prompt_file"]
     assert seen["TASKGATE_TASK"] == "add-login" and seen["TASKGATE_AGENT"] == "quality"
@@ -130,7 +131,10 @@ def test_a_hanging_agent_is_killed_with_its_process_group(tmp_path: Path) -> Non
         time.sleep(600)
     """,
     )
-    request = replace(env.request("quality", Mode.IMPLEMENTATION), timeout_s=1.0)
+    request = env.request("quality", Mode.IMPLEMENTATION)
+    assert request.settings is not None  # unconfined: the pid file is outside the worktree and
+    # a sandbox has its own pid namespace (tests/test_sandbox.py times out a confined agent)
+    request = replace(request, timeout_s=1.0, settings=replace(request.settings, sandbox="none"))
     result = invoke(request)
     assert result.status is ResultStatus.TIMEOUT and "process group was killed" in result.message
     assert "working" in result.raw_output

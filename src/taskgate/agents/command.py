@@ -11,20 +11,26 @@ stdout              ends with one JSON object {"status": …} (or write it to
 exit code           0: the JSON says how it went; anything else: ERROR
 timeout             [protocol] agent_timeout_minutes (C-02): SIGTERM, then SIGKILL, to the
                     whole process group; the result is TIMEOUT
+confinement         `[agents] sandbox` (agents/sandbox.py, docs/security.md): inside bubblewrap
+                    only the worktree, the agent's own branch and the files above are writable
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from taskgate import process
+from taskgate.agents import sandbox
 from taskgate.agents.base import (
     AgentRequest,
     AgentResult,
+    Mode,
     ResultStatus,
     error_result,
     extract_json_object,
@@ -32,6 +38,7 @@ from taskgate.agents.base import (
     tail,
 )
 from taskgate.errors import UsageError
+from taskgate.fsutil import atomic_write_json
 
 if TYPE_CHECKING:
     from taskgate.agents.config import AgentSettings
@@ -80,16 +87,104 @@ def result_file(request: AgentRequest) -> Path:
     )
 
 
+def stem(request: AgentRequest) -> str:
+    """`<mode>-r<round>-a<attempt>`: the prefix of every file of one invocation."""
+    return f"{request.mode.value}-r{request.round}-a{request.attempt}"
+
+
+def agent_outputs(request: AgentRequest) -> list[Path]:
+    """The files outside its worktree the protocol asks the agent to write: its result file,
+    codex's last message, the requirement report (REQUIREMENTS) or task.md (SYNTHESIS)."""
+    outputs = [result_file(request), request.agent_dir / f"{stem(request)}.last-message.txt"]
+    if request.mode is Mode.REQUIREMENTS:
+        outputs.append(request.report_path)
+    elif request.mode is Mode.SYNTHESIS:
+        outputs.append(request.task_md)
+    return outputs
+
+
+def sandbox_record(request: AgentRequest) -> Path:
+    """Where the confinement of one invocation is recorded (`Outcome.to_json`)."""
+    return request.agent_dir / f"{stem(request)}.sandbox.json"
+
+
 def run_agent_process(request: AgentRequest, cmd: Sequence[str]) -> process.Result:
-    """Run `cmd` in the agent's worktree with the prompt on stdin; the group dies with it."""
+    """Run `cmd` in the agent's worktree with the prompt on stdin; the group dies with it.
+
+    Confined by `[agents] sandbox` when it can be (agents/sandbox.py); how it ran is written
+    to `sandbox_record(request)` for `invoke` and the audit trail.
+    """
+    env = agent_env(request)
+    setting = request.settings.sandbox if request.settings is not None else "auto"
+    readable = request.settings.sandbox_readable if request.settings is not None else ()
+    try:
+        choice = sandbox.choose(setting)
+    except sandbox.SandboxUnavailable as exc:
+        return _refused(request, cmd, str(exc))
+    missing = _missing(cmd, request.worktree, env)
+    if missing is not None:
+        return missing
+    if choice.confined:
+        try:
+            with sandbox.confine(
+                choice.bwrap,
+                cmd,
+                env,
+                worktree=request.worktree,
+                branch=request.branch,
+                outputs=agent_outputs(request),
+                readable=readable,
+            ) as jail:
+                proc = _run(request, jail.argv, jail.env)
+                outcome = jail.finish()
+            atomic_write_json(sandbox_record(request), outcome.to_json())
+            code = proc.returncode
+            if 128 < code <= 128 + 64 and not proc.timed_out:
+                code = 128 - code  # bwrap reports a child killed by signal N as 128 + N
+            return replace(proc, cmd=tuple(cmd), returncode=code)
+        except sandbox.ShadowError as exc:
+            if setting == "bwrap":
+                return _refused(request, cmd, f'[agents] sandbox = "bwrap" but {exc}')
+            choice = sandbox.Choice(False, f"cannot confine: {exc}")
+    proc = _run(request, cmd, env)
+    atomic_write_json(
+        sandbox_record(request), sandbox.Outcome(sandbox.UNCONFINED, choice.reason).to_json()
+    )
+    return proc
+
+
+def _run(request: AgentRequest, cmd: Sequence[str], env: dict[str, str]) -> process.Result:
     return process.run(
         cmd,
         cwd=request.worktree,
-        env=agent_env(request),
+        env=env,
         stdin=request.prompt,
         timeout=request.timeout_s,
         kill_group=True,
     )
+
+
+def _missing(cmd: Sequence[str], cwd: Path, env: dict[str, str]) -> process.Result | None:
+    """Exit 127 for a program that does not exist (before any sandbox is built), like
+    process.run says it for one it cannot start."""
+    if not cmd:
+        return process.Result((), 127, "", "no command")
+    name = cmd[0]
+    found = (
+        os.access(cwd / name, os.X_OK)
+        if "/" in name
+        else shutil.which(name, path=env.get("PATH")) is not None
+    )
+    if found:
+        return None
+    return process.Result(tuple(cmd), 127, "", f"{name}: No such file or directory")
+
+
+def _refused(request: AgentRequest, cmd: Sequence[str], why: str) -> process.Result:
+    """The agent is not started: confinement is required and impossible (exit 126)."""
+    outcome = sandbox.Outcome(sandbox.UNCONFINED, why, violations=("not started: " + why,))
+    atomic_write_json(sandbox_record(request), outcome.to_json())
+    return process.Result(tuple(cmd), 126, "", f"taskgate: {why}")
 
 
 def transcript(proc: process.Result) -> str:
@@ -173,3 +268,25 @@ class CommandBackend:
             text = answer.read_text(encoding="utf-8", errors="replace")
         result = parse_result_text(text, request.mode, backend=self.name)
         return replace(result, raw_output=raw, exit_code=0)
+
+
+def forget_confinement(request: AgentRequest) -> None:
+    """Remove an earlier record of this invocation (a resumed run repeats the attempt)."""
+    sandbox_record(request).unlink(missing_ok=True)
+
+
+def with_confinement(request: AgentRequest, result: AgentResult) -> AgentResult:
+    """`result` with how the agent ran (meta["sandbox"]); an agent that tried to move another
+    ref or its worktree's HEAD is an ERROR: its attempt is discarded and named (R-WTB-02)."""
+    try:
+        record = json.loads(sandbox_record(request).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return result  # not an agent process (the built-in backend runs inside taskgate)
+    result = replace(result, meta={**result.meta, "sandbox": record})
+    violations = [str(v) for v in record.get("violations") or []]
+    if violations:
+        shown = "; ".join(violations[:3]) + (
+            f" (+{len(violations) - 3} more)" if len(violations) > 3 else ""
+        )
+        result = result.with_error(f"sandbox: {shown}")
+    return result

@@ -4,6 +4,8 @@
     backend = "scripted"            # default backend of every agent
     prompts_dir = "prompts"         # optional: <mode>.md templates override the built-ins
     max_parallel = 4                # agents invoked at once by `taskgate run`
+    sandbox = "auto"                # "auto" | "bwrap" | "none": confinement (docs/security.md)
+    sandbox_readable = []           # extra paths under /tmp or $HOME agents may read
     [agents.prompts]                # optional: one template per mode
     review = "prompts/strict-review.md"
     [agents.claude]                 # options of a backend, for every agent that uses it
@@ -56,7 +58,8 @@ OPTIONS: dict[str, dict[str, tuple[type, ...]]] = {
         "add_git_dir": (bool,),
     },
 }
-_TOP = {"backend", "prompts_dir", "prompts", "max_parallel"}
+_TOP = {"backend", "prompts_dir", "prompts", "max_parallel", "sandbox", "sandbox_readable"}
+SANDBOX_SETTINGS = ("auto", "bwrap", "none")  # agents/sandbox.py
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ class AgentSettings:
     prompt_files: Mapping[Mode, Path] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     where: str = "[agents]"  # for error messages about options
+    sandbox: str = "auto"  # [agents] sandbox: confinement of the agent's process
+    sandbox_readable: tuple[Path, ...] = ()
 
     def strings(self, key: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
         """A list-of-strings option."""
@@ -90,6 +95,8 @@ class AgentsConfig:
     prompt_files: Mapping[Mode, Path] = field(default_factory=dict)
     backend_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     agent_tables: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    sandbox: str = "auto"
+    sandbox_readable: tuple[Path, ...] = ()
 
     def settings(self, agent: str) -> AgentSettings:
         """The effective settings of `agent`: [agents.<agent>] over [agents.<backend>]."""
@@ -99,7 +106,16 @@ class AgentsConfig:
         env = {**options.pop("env", {})}
         timeout = options.pop("timeout_minutes", None)
         where = f"[agents.{agent}]" if agent in self.agent_tables else f"[agents.{backend}]"
-        return AgentSettings(backend, options, timeout, self.prompt_files, env, where)
+        return AgentSettings(
+            backend,
+            options,
+            timeout,
+            self.prompt_files,
+            env,
+            where,
+            self.sandbox,
+            self.sandbox_readable,
+        )
 
 
 def _fail(where: str, message: str) -> UsageError:
@@ -206,6 +222,17 @@ def parse_agents_config(raw: Mapping[str, Any], root: Path) -> AgentsConfig:
     max_parallel = raw.get("max_parallel", 4)
     if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1:
         raise _fail("[agents]", f"max_parallel must be a positive integer, got {max_parallel!r}")
+    sandbox = raw.get("sandbox", "auto")
+    if sandbox not in SANDBOX_SETTINGS:
+        raise _fail(
+            "[agents] sandbox",
+            f"must be one of {', '.join(SANDBOX_SETTINGS)}, got {sandbox!r} "
+            "(docs/security.md says what each one guarantees)",
+        )
+    readable = raw.get("sandbox_readable", [])
+    if not isinstance(readable, list):
+        raise _fail("[agents] sandbox_readable", "must be a list of paths")
+    readable_paths = tuple(_path(p, root, "[agents] sandbox_readable") for p in readable)
     prompt_files: dict[Mode, Path] = {}
     if "prompts_dir" in raw:
         directory = _path(raw["prompts_dir"], root, "[agents] prompts_dir")
@@ -247,4 +274,12 @@ def parse_agents_config(raw: Mapping[str, Any], root: Path) -> AgentsConfig:
             "backend": own_backend,
             **_check_options(options, own_backend, where),
         }
-    return AgentsConfig(backend, max_parallel, prompt_files, backend_options, agent_tables)
+    return AgentsConfig(
+        backend,
+        max_parallel,
+        prompt_files,
+        backend_options,
+        agent_tables,
+        str(sandbox),
+        readable_paths,
+    )

@@ -27,6 +27,7 @@ from taskgate.agents.base import (
     error_result,
     get_backend,
 )
+from taskgate.agents.command import forget_confinement, with_confinement
 from taskgate.agents.config import AgentsConfig
 from taskgate.agents.prompts import placeholders, render, template_for
 from taskgate.engine.workspace import Workspace
@@ -211,11 +212,12 @@ def invoke(request: AgentRequest, backend: Backend | None = None) -> AgentResult
     request = replace(request, prompt_file=prompt_file)
     before = gitrepo.head_sha(request.worktree)
     watched = {path: _snapshot(path) for path in request.watch}
+    forget_confinement(request)
     try:
         result = backend.run(request)
     except Exception as exc:  # a backend bug must not take the orchestrator down
         result = error_result(f"backend {backend.name} failed: {exc!r}", backend=backend.name)
-    result = replace(result, backend=backend.name)
+    result = with_confinement(request, replace(result, backend=backend.name))  # sandbox.py
     for path, snapshot in watched.items():
         if _snapshot(path) != snapshot:
             result = result.with_error(
