@@ -15,3 +15,24 @@ def hit(name: str) -> None:
     """SIGKILL this process when `name` is an active failpoint (no cleanup, like a crash)."""
     if name in _ACTIVE:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _faults() -> dict[str, int]:
+    import errno
+
+    found = {}
+    for item in filter(None, os.environ.get("TASKGATE_FAULT", "").split(",")):
+        name, _, code = item.partition(":")
+        found[name] = int(getattr(errno, code or "EIO", errno.EIO))
+    return found
+
+
+_FAULTS = _faults() if "TASKGATE_FAULT" in os.environ else {}
+
+
+def hit_os(name: str) -> None:
+    """Raise OSError(errno) when TASKGATE_FAULT names this site (`store.commit:ENOSPC`,
+    `atomic_write:EROFS`): the disk-full and read-only tests without mounting anything."""
+    code = _FAULTS.get(name)
+    if code is not None:
+        raise OSError(code, os.strerror(code), name)

@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from taskgate import failpoints
+
 
 def atomic_write(path: Path, text: str, *, durable: bool = True) -> None:
     """Replace `path` with `text` so that readers see the old or the new file, never a part.
@@ -16,6 +18,7 @@ def atomic_write(path: Path, text: str, *, durable: bool = True) -> None:
     from the store (views).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    failpoints.hit_os("atomic_write")
     # Not tempfile.mkstemp: importing tempfile costs ~5 ms (shutil, random) on every command.
     tmp = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)

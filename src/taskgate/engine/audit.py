@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskgate.engine import views
-from taskgate.engine.core import Engine
+from taskgate.engine.core import Engine, check_history
 from taskgate.engine.workspace import Workspace, require_initialized
 from taskgate.errors import Corrupted, UsageError
 from taskgate.fsutil import file_size, read_json, read_text
@@ -58,11 +58,18 @@ def read_snapshots(ws: Workspace, task: str | None) -> list[TaskSnapshot]:
         store = SqliteStore(ws.db_path, read_only=True)
     except StoreCorrupt as exc:
         raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
+    names = [task] if task else [p.parent.name for p in ws.tasks_root.glob("*/task.json")]
+    rendered = {name: views.view_seq(ws, name) for name in names}  # before the store: see core
     try:
         with store.read() as tx:
             if task is None:
-                return [s for r in tx.tasks() if (s := tx.snapshot(r.name)) is not None]
+                snaps = [s for r in tx.tasks() if (s := tx.snapshot(r.name)) is not None]
+                found = {s.task.name: s for s in snaps}
+                for name, seq in rendered.items():
+                    check_history(ws, name, seq, found.get(name))
+                return snaps
             snap = tx.snapshot(task)
+            check_history(ws, task, rendered[task], snap)
     except StoreCorrupt as exc:
         raise Corrupted(
             f"the store cannot be read: {exc}",

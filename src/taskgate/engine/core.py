@@ -17,7 +17,7 @@ from taskgate import failpoints
 from taskgate.engine import views
 from taskgate.engine.clock import Clock, iso, system_clock
 from taskgate.engine.workspace import Workspace, require_initialized
-from taskgate.errors import Corrupted, ForeignTask, TaskgateError, UsageError
+from taskgate.errors import Corrupted, ForeignTask, StoreLost, TaskgateError, UsageError
 from taskgate.fsutil import read_text
 from taskgate.process import hostname
 from taskgate.protocol.names import task_name_problem
@@ -122,12 +122,19 @@ class Engine:
     # -- steps -------------------------------------------------------------------------------
 
     def snapshot(self, task: str) -> TaskSnapshot | None:
-        """A consistent read of one task; its views are refreshed when stale (DESIGN.md State)."""
+        """A consistent read of one task; its views are refreshed when stale (DESIGN.md State).
+
+        A view is rendered only after its step committed, so a view ahead of the store means
+        the store lost committed steps (a lost WAL, an old copy restored): exit 5, and the
+        views are left as they are (they are the evidence), never re-rendered backwards.
+        """
+        rendered = views.view_seq(self.ws, task)  # read before the store: see _ahead
         try:
             with self.store.read() as tx:
                 snap = tx.snapshot(task)
         except StoreCorrupt as exc:
             raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
+        check_history(self.ws, task, rendered, snap)
         if snap is not None:
             self._refresh_views(snap)
         return snap
@@ -147,6 +154,8 @@ class Engine:
         try:
             with self.store.write() as tx:
                 snap = tx.snapshot(task)
+                # Under the write lock: no step can commit between reading the view and the row.
+                check_history(self.ws, task, views.view_seq(self.ws, task), snap)
                 if snap is None:
                     raise UsageError(
                         f"task '{task}' has not been started",
@@ -159,6 +168,8 @@ class Engine:
                 failpoints.hit("step:before-commit")
         except StoreCorrupt as exc:
             raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
+        except Corrupted:
+            raise
         except TaskgateError:
             self.snapshot(task)  # a refused step changed nothing, but repairs stale views
             raise
@@ -205,6 +216,24 @@ class Engine:
             # A view that cannot be written is re-rendered by the next command; the store
             # already holds the truth, so this never fails the step that committed.
             pass
+
+
+def check_history(ws: Workspace, task: str, rendered: int | None,
+                  snap: TaskSnapshot | None) -> None:  # fmt: skip
+    """Raise StoreLost when the views (read before `snap`) show a newer store than `snap`."""
+    seq = snap.task.seq if snap is not None else None
+    if rendered is None or (seq is not None and rendered <= seq):
+        return
+    where = ws.task_dir(task) / "task.json"
+    found = f"the store has it at seq {seq}" if seq is not None else "the store has no record"
+    raise StoreLost(
+        f"the store is behind its views for '{task}': {where} was rendered at seq "
+        f"{rendered}, {found}; committed steps were lost (state.db-wal deleted, or an "
+        "older copy of state.db restored)",
+        hint="restore .taskgate/state.db together with its state.db-wal from a backup; "
+        "nothing was changed. To accept the older store, move the task's views aside "
+        f"(mv {where} {where}.lost) and run the command again",
+    )
 
 
 def current_state(row: TaskRow) -> State:

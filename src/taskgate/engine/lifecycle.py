@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from taskgate import failpoints
 from taskgate.engine.core import Engine, current_state, owner_alive, pid_start_time
-from taskgate.engine.workspace import init_files
-from taskgate.errors import Corrupted, ForeignTask, NeedsHuman, Refused, UsageError
-from taskgate.fsutil import read_text
+from taskgate.engine.workspace import LOST_STORE_HINT, init_files, store_problem
+from taskgate.errors import Corrupted, ForeignTask, NeedsHuman, Refused, StoreLost, UsageError
+from taskgate.fsutil import atomic_write, read_text
 from taskgate.git import repo as gitrepo
 from taskgate.protocol.selection import (
     Availability,
@@ -55,11 +55,16 @@ class StartResult:
 
 def init(engine: Engine) -> list[str]:
     """`taskgate init`: config, state dir, git exclude, todo.md/changelog.md, store schema."""
+    problem = store_problem(engine.ws)
+    if problem:  # a lost store is never silently replaced by an empty one
+        raise StoreLost(problem, hint=LOST_STORE_HINT)
     created = init_files(engine.ws)
     new_db = not engine.ws.db_path.exists()
     _ = engine.open_store(create=True).schema_version()
     if new_db:
         created.append(".taskgate/state.db")
+    if not engine.ws.store_marker.exists():
+        atomic_write(engine.ws.store_marker, f"{engine.now()}\n")
     return created
 
 

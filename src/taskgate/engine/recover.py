@@ -18,7 +18,7 @@ from taskgate.engine import audit as audit_mod
 from taskgate.engine.agentops import partial_report
 from taskgate.engine.core import Engine, owner_alive
 from taskgate.engine.status import recovery_hint
-from taskgate.errors import Corrupted, UsageError
+from taskgate.errors import Corrupted, SchemaDamaged, StoreLost, UsageError
 from taskgate.git import repo as gitrepo
 from taskgate.protocol import audit_checks as ac
 from taskgate.protocol.buildfail import FailureType, classify_failure
@@ -435,6 +435,8 @@ def recover(engine: Engine, task: str | None, *, do_repair: bool) -> list[Diagno
     try:
         names = _targets(engine, task)
         snaps = [_read(engine, name) for name in names]
+    except (StoreLost, SchemaDamaged):
+        raise  # restoring the store is the answer, never deleting a record
     except Corrupted as exc:  # R-REC-12: never repaired automatically
         return [
             Diagnosis(

@@ -170,6 +170,13 @@ def _flag_states(snap: TaskSnapshot) -> dict[str, bool]:
     }
 
 
+def view_seq(ws: Workspace, task: str) -> int | None:
+    """The store sequence task.json was rendered at, None when missing or unreadable."""
+    data = read_json(ws.task_dir(task) / "task.json")
+    seq = data.get("_seq") if isinstance(data, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+
 def view_is_current(ws: Workspace, snap: TaskSnapshot) -> bool:
     """True when task.json reflects the store's sequence and every flag matches the store."""
     data = read_json(ws.task_dir(snap.task.name) / "task.json")
@@ -184,6 +191,9 @@ def view_is_current(ws: Workspace, snap: TaskSnapshot) -> bool:
 def render(ws: Workspace, snap: TaskSnapshot) -> None:
     """Write every view of the task atomically (task.json last, so its _seq marks completion)."""
     name = snap.task.name
+    rendered = view_seq(ws, name)
+    if rendered is not None and rendered > snap.task.seq:
+        return  # a newer step rendered them already: never render backwards
     task_dir = ws.task_dir(name)
     task_dir.mkdir(parents=True, exist_ok=True)
     for agent in snap.task.required_agents:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from taskgate.engine.config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Config, load_config
-from taskgate.errors import UsageError
+from taskgate.errors import StoreLost, UsageError
 from taskgate.git import repo as gitrepo
 from taskgate.protocol.states import (
     ARCHIVAL_FLAG,
@@ -16,6 +16,9 @@ from taskgate.protocol.states import (
 
 STATE_DIR = ".taskgate"
 DB_NAME = "state.db"
+# Written by `taskgate init` beside the store: proof that a store existed here, so a missing
+# or emptied state.db is reported as lost (exit 5), never silently replaced by a new one.
+STORE_MARKER = "store-created"
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,23 @@ class Workspace:
         """True once `taskgate init` created the state directory."""
         return self.db_path.exists()
 
+    @property
+    def store_marker(self) -> Path:
+        """`.taskgate/store-created`, written by init once the store exists."""
+        return self.state_dir / STORE_MARKER
+
+    def store_evidence(self) -> str | None:
+        """Why we know a store existed here (init's marker, rendered task views), or None."""
+        if self.store_marker.exists():
+            return f"{self.store_marker} was written by 'taskgate init'"
+        try:
+            views = sorted(self.tasks_root.glob("*/task.json"))
+        except OSError:
+            views = []
+        if views:
+            return f"task views such as {views[0]} were rendered from it"
+        return None
+
 
 def find_workspace(start: Path) -> Workspace:
     """The workspace of the repository containing `start` (any of its worktrees)."""
@@ -93,8 +113,35 @@ def find_workspace(start: Path) -> Workspace:
     return Workspace(paths.main_worktree, paths.common_dir, load_config(paths.main_worktree))
 
 
+def store_problem(ws: Workspace) -> str | None:
+    """A store that once existed and is now missing or empty (zero bytes), else None."""
+    try:
+        size = ws.db_path.stat().st_size
+    except FileNotFoundError:
+        size = None
+    if size:
+        return None
+    evidence = ws.store_evidence()
+    if size == 0:
+        return f"the store {ws.db_path} is empty (0 bytes)" + (f"; {evidence}" if evidence else "")
+    if evidence:
+        return f"the store {ws.db_path} is missing, but this repository was initialised: {evidence}"
+    return None
+
+
+LOST_STORE_HINT = (
+    "restore .taskgate/state.db (with state.db-wal if it exists) from a backup; nothing was "
+    "changed. To start over with an empty store instead, move .taskgate aside "
+    "(mv .taskgate .taskgate.lost) and run 'taskgate init'"
+)
+
+
 def require_initialized(ws: Workspace) -> None:
-    """Refuse to work on a repository where `taskgate init` has not run."""
+    """Refuse to work on a repository where `taskgate init` has not run, or whose store is
+    gone (exit 5: a lost store is never replaced by a fresh one)."""
+    problem = store_problem(ws)
+    if problem:
+        raise StoreLost(problem, hint=LOST_STORE_HINT)
     if not ws.initialized:
         raise UsageError(
             f"taskgate is not initialised in {ws.repo}",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from taskgate import failpoints
+from taskgate.errors import SchemaDamaged, from_sqlite_error
 from taskgate.fsutil import atomic_write
 from taskgate.store import snapshot
 from taskgate.store.base import Conflict, Store, StoreCorrupt, Tx
@@ -36,6 +37,13 @@ from taskgate.store.schema import MIGRATIONS
 
 _TASK_COLUMNS = tuple(f.name for f in dataclasses.fields(TaskRow))
 _JSON_TASK_FIELDS = {"required_agents", "classification", "checkpoint", "pending", "extra"}
+
+
+def _raise_fault(exc: sqlite3.DatabaseError, path: Path) -> None:
+    """Disk full, read-only, locked, damaged schema: raise its own error, not "corrupt"."""
+    fault = from_sqlite_error(exc, path)
+    if fault is not None:
+        raise fault from exc
 
 
 def _dump(value: Any) -> str:
@@ -83,6 +91,11 @@ class SqliteTx(Tx):
             )
         except (ValueError, TypeError) as exc:
             raise StoreCorrupt(f"task row {r['name']!r} does not parse: {exc}") from exc
+        except (IndexError, KeyError) as exc:
+            raise SchemaDamaged(
+                f"the store's tasks table lacks a column taskgate reads: {exc}",
+                hint="restore .taskgate/state.db from a backup; nothing was changed",
+            ) from exc
 
     def task(self, name: str) -> TaskRow | None:
         row = self._c.execute("SELECT * FROM tasks WHERE name = ?", (name,)).fetchone()
@@ -364,6 +377,7 @@ class SqliteStore(Store):
                 self._conn.row_factory = sqlite3.Row
                 self._conn.execute("PRAGMA query_only=ON")
                 self._conn.execute("SELECT COUNT(*) FROM migrations").fetchone()
+                self._check_columns()
                 return
             self._conn = sqlite3.connect(
                 path, timeout=timeout, isolation_level=None, check_same_thread=False
@@ -373,8 +387,22 @@ class SqliteStore(Store):
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()
+            self._check_columns()
         except sqlite3.DatabaseError as exc:
+            _raise_fault(exc, path)
             raise StoreCorrupt(f"cannot open the store {path}: {exc}") from exc
+
+    def _check_columns(self) -> None:
+        """integrity_check accepts a renamed or dropped column; taskgate does not (exit 5)."""
+        have = {r[1] for r in self._conn.execute("PRAGMA table_info(tasks)")}
+        missing = sorted(set(_TASK_COLUMNS) - have)
+        if missing:
+            raise SchemaDamaged(
+                f"the store's tasks table lacks the column(s) {', '.join(missing)} "
+                f"(renamed or dropped outside taskgate; it has {', '.join(sorted(have))})",
+                hint="restore .taskgate/state.db from a backup, or rename the column back "
+                "with the sqlite3 shell; nothing was changed",
+            )
 
     def _migrate(self) -> None:
         c = self._conn
@@ -414,6 +442,7 @@ class SqliteStore(Store):
             yield SqliteTx(self._conn)
         except sqlite3.DatabaseError as exc:
             self._conn.execute("ROLLBACK")
+            _raise_fault(exc, self.path)
             raise StoreCorrupt(f"store read failed: {exc}") from exc
         except BaseException:
             self._conn.execute("ROLLBACK")
@@ -428,9 +457,9 @@ class SqliteStore(Store):
         try:
             yield tx
         except sqlite3.DatabaseError as exc:
-            self._conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                raise
+            with suppress(sqlite3.Error):  # a full disk can fail the rollback too
+                self._conn.execute("ROLLBACK")
+            _raise_fault(exc, self.path)
             raise StoreCorrupt(f"store write failed: {exc}") from exc
         except BaseException:
             self._conn.execute("ROLLBACK")
@@ -439,7 +468,15 @@ class SqliteStore(Store):
             if tx.touches_snapshot:  # under the write lock, before the change is visible
                 self.snapshot_path.unlink(missing_ok=True)
                 failpoints.hit("store.snapshot_dropped")
-            self._conn.execute("COMMIT")
+            try:
+                failpoints.hit_os("store.commit")  # tests: ENOSPC at the commit
+                self._conn.execute("COMMIT")
+            except (sqlite3.DatabaseError, OSError) as exc:
+                with suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.DatabaseError):
+                    _raise_fault(exc, self.path)
+                raise
             if tx.touches_snapshot:
                 failpoints.hit("store.committed")
                 # Committed all the same if this fails: without the file the hook reads the store.
