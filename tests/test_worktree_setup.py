@@ -8,6 +8,7 @@ import os
 import shutil
 import sqlite3
 import stat
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -196,7 +197,10 @@ def test_recover_recreates_a_deleted_worktree_ready(tmp_path: Path) -> None:
 
 def test_cleanup_keeps_the_main_worktree_originals(tmp_path: Path) -> None:
     seen = tmp_path / "validation-ports.txt"
-    probe = f"import os; open({str(seen)!r}, 'a').write(os.environ.get('TASKGATE_PORT_BASE', '-') + '\\n')"
+    probe = (
+        f"import os; open({str(seen)!r}, 'a').write(os.environ.get('TASKGATE_PORT_BASE', '-') "
+        "+ ' ' + str(os.path.exists('.env')) + ' ' + str(os.path.islink('node_modules')) + '\\n')"
+    )
     validation = f"[validation]\ncommands = [{json.dumps([sys.executable, '-c', probe])}]\n"
     repo = project(tmp_path / "repo", 'symlink = ["node_modules"]\n', validation=validation)
     main_env = repo.path / ".env"
@@ -207,8 +211,10 @@ def test_cleanup_keeps_the_main_worktree_originals(tmp_path: Path) -> None:
         link = wt / "node_modules"
         assert link.is_symlink() and os.readlink(link) == str(repo.path / "node_modules")
     task_base = json.loads((repo.task_dir(TASK) / "setup" / "env.json").read_text())
-    assert seen.read_text().splitlines()[0] == task_base["TASKGATE_PORT_BASE"]  # validation
+    assert seen.read_text().splitlines() == [f"{task_base['TASKGATE_PORT_BASE']} True True"]
     repo.ok("cleanup", TASK)
+    # the build on main (R-CMP-08) ran in a worktree prepared the same way
+    assert seen.read_text().splitlines() == [f"{task_base['TASKGATE_PORT_BASE']} True True"] * 2
     for wt in trees.values():
         assert not wt.exists() and not wt.is_symlink()
     assert main_env.read_text() == SECRET + "\n"
@@ -218,6 +224,13 @@ def test_cleanup_keeps_the_main_worktree_originals(tmp_path: Path) -> None:
         repo.path / "node_modules" / "left-pad" / "index.js"
     ).read_text() == "module.exports = 1\n"
     assert git(repo.path, "ls-files", "--others", "--exclude-standard") == "taskgate.toml"
+    # the copies were disposable: no quarantine snapshot holds the secret or setup's output
+    for ref in git(repo.path, "for-each-ref", "--format=%(refname)").split():
+        grep = subprocess.run(["git", "grep", "-F", "-l", SECRET, ref], cwd=repo.path,
+                              capture_output=True, text=True)  # fmt: skip
+        assert grep.returncode == 1, (ref, grep.stdout)
+        names = git(repo.path, "ls-tree", "-r", "--name-only", ref)
+        assert "setup-marker.txt" not in names and ".env" not in names.split(), ref
     # the finished task's blocks are free again
     repo.ok("start", "fix-typo")
     again = json.loads((repo.task_dir("fix-typo") / "setup" / "env.json").read_text())

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from taskgate import failpoints
+from taskgate.engine import worktree_setup
 from taskgate.engine.core import Engine, current_state
 from taskgate.engine.facts import gather, task_path
 from taskgate.engine.flow import apply_transition, refuse_if
@@ -115,7 +116,9 @@ def _items(engine: Engine, snap: TaskSnapshot) -> list[Item]:
     result = []
     for branch, wt in pairs:
         tip = tips.get(branch)
-        holds = preserve.holdings(repo, branch, wt, delivered, disposable)
+        # issue 21: the copies, links and setup output taskgate put there are disposable too
+        placed = worktree_setup.disposable_paths(ws, wt)
+        holds = preserve.holdings(repo, branch, wt, delivered, (*disposable, *placed))
         lost = tuple(
             git_out("log", "--no-walk=sorted", "--format=%h %s", *holds.visible, cwd=repo)
             .splitlines()
@@ -220,8 +223,9 @@ def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
     ran = []
     failure: dict[str, Any] = {}
     with build_worktree(engine, t.name, merged) as wt:
+        env = clean_env(worktree_setup.prepare_build(engine, t.name, wt))  # issue 21
         for cmd in commands:
-            result = run(cmd, cwd=wt, env=clean_env(), timeout=timeout)
+            result = run(cmd, cwd=wt, env=env, timeout=timeout)
             ran.append(" ".join(cmd))
             if not result.ok:
                 failure = {

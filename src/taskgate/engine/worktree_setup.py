@@ -63,11 +63,19 @@ class Target:
     agent: str | None
     path: Path
     record_dir: Path  # <task dir>/setup or <agent dir>/setup: env.json and the setup logs
+    title: str = ""  # how messages name it, when it is neither the task's nor an agent's
 
     @property
     def label(self) -> str:
-        """How progress lines and messages name the worktree."""
-        return self.agent or "task"
+        """How progress lines name the worktree."""
+        return self.agent or self.title or "task"
+
+    @property
+    def described(self) -> str:
+        """How error messages name the worktree."""
+        if self.agent:
+            return f"the worktree of agent '{self.agent}'"
+        return f"the {self.title} worktree" if self.title else "the worktree of the task"
 
 
 @dataclass(frozen=True)
@@ -218,10 +226,12 @@ def placed_paths(worktree: Path) -> list[str]:
     return [str(p) for p in read_marker(worktree).get("placed") or []]
 
 
-def disposable_paths(ws: Workspace, worktree: Path) -> list[str]:
-    """Placed paths still exactly as placed (links, unedited copies): cleanup may drop them
-    instead of keeping them in a quarantine snapshot; an edited copy is not listed."""
-    return files.disposable(ws.repo, worktree, placed_paths(worktree))
+def disposable_paths(ws: Workspace, worktree: Path) -> tuple[str, ...]:
+    """What cleanup may drop with the worktree instead of keeping it in a quarantine snapshot:
+    the paths taskgate placed that are still exactly as placed (links, unedited copies; an
+    edited copy is work and is not listed) and what the setup commands created."""
+    created = [str(p).rstrip("/") for p in read_marker(worktree).get("created") or []]
+    return (*files.disposable(ws.repo, worktree, placed_paths(worktree)), *created)
 
 
 # -- setup commands -----------------------------------------------------------------------------
@@ -276,6 +286,10 @@ def _run_setup(
         _write_marker(target.path, marker)
         progress(f"setup [{target.label}] {shown}: ok in {seconds} s")
     outcome.created = files.exclude_new_untracked(target.path, engine.ws.common_dir, before)
+    if outcome.created:
+        marker = read_marker(target.path)
+        marker["created"] = sorted({*(marker.get("created") or []), *outcome.created})
+        _write_marker(target.path, marker)
     changed = git("status", "--porcelain", "-z", "--untracked-files=no", cwd=target.path).stdout
     touched = [e[3:] for e in split_z(changed) if len(e) > 3]
     if touched:
@@ -339,6 +353,27 @@ def prepare(
     if failed:
         raise _failure(task, failed, retry)
     return outcomes
+
+
+def prepare_build(engine: Engine, task: str, worktree: Path) -> dict[str, str]:
+    """Give the throwaway main-build worktree (R-CMP-08) the same files and setup commands, so
+    the build on main sees what the task's validation saw; returns its commands' variables
+    (the task worktree's port block: that worktree is idle while main is built)."""
+    ws = engine.ws
+    cfg = ws.config.worktree
+    env = worktree_env(ws, task, None)
+    slot = Slot(int(env.get("TASKGATE_WORKTREE_INDEX", 0)),
+                int(env.get("TASKGATE_PORT_BASE", cfg.port_start)),
+                int(env.get("TASKGATE_PORT_COUNT", cfg.ports_per_worktree)))  # fmt: skip
+    target = Target(f"{task}-main-build", None, worktree,
+                    record_dir(ws, task, None) / "main-build", title="main build")  # fmt: skip
+    progress: Callable[[str], None] = getattr(engine, "progress", None) or (lambda _line: None)
+    outcome = Outcome(target, slot)
+    _place_all(engine, [outcome], progress)
+    _run_setup(engine, task, outcome, progress)
+    if outcome.failed:
+        raise _failure(task, [outcome], f"taskgate cleanup {task}")
+    return slot.env()
 
 
 def _has_pending(cfg: WorktreeConfig, worktree: Path) -> bool:
@@ -409,8 +444,7 @@ def _failure(task: str, failed: list[Outcome], retry: str) -> SetupFailed:
     lines = []
     for o in failed:
         f = o.failed or {}
-        where = f"agent '{o.target.agent}'" if o.target.agent else "the task"
-        lines.append(f"setup command '{f.get('command')}' failed in the worktree of {where} "
+        lines.append(f"setup command '{f.get('command')}' failed in {o.target.described} "
                      f"(exit {f.get('exit_code')})")  # fmt: skip
         lines += [f"    {line}" for line in f.get("tail") or []]
         lines.append(f"    log: {f.get('log')}")
