@@ -33,9 +33,7 @@ def _script(repo: Path) -> list[Turn]:
         call("Write", file_path=app, content="print('hi')\n"),
         call("Read", file_path=str(repo / "todo.md")),
         call("Edit", file_path=app, old_string="hi", new_string="hello", replace_all=False),
-        call(
-            "Bash", command="git status", description="Show working tree status", timeout=120000
-        ),
+        call("Bash", command="git status", description="Show working tree status", timeout=120000),
         call(
             "Agent",
             description="Implement the login form",
@@ -56,7 +54,8 @@ def _name(data: dict[str, Any]) -> str:
 def _normalise(data: dict[str, Any], repo: Path, session: str, home: Path) -> dict[str, Any]:
     text = json.dumps(data)
     slug = re.sub(r"[^A-Za-z0-9]", "-", str(repo))
-    for old, new in ((slug, "repo"), (str(repo), "REPO"), (session, "s1"), (str(home), "/home/user")):
+    pairs = ((slug, "repo"), (str(repo), "REPO"), (session, "s1"), (str(home), "/home/user"))
+    for old, new in pairs:
         text = text.replace(old, new)
     result: dict[str, Any] = json.loads(text)
     return result
