@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from taskgate import failpoints
+from taskgate.agents import confinement
 from taskgate.agents.base import AgentResult, Mode, ResultStatus, TaskBrief
 from taskgate.agents.config import AgentsConfig
 from taskgate.agents.invoke import build_request, invoke
@@ -86,7 +87,9 @@ class AgentPool:
                     time.sleep(0.05)
                 raise
         failpoints.hit("run:after-invoke")  # agents' work done, nothing recorded yet
-        return {r.agent: res for r, res in zip(requests, results, strict=True)}
+        pairs = [(r.agent, res) for r, res in zip(requests, results, strict=True)]
+        confinement.record(self.engine, self.task, mode, pairs)  # how they ran (issue 14)
+        return dict(pairs)
 
     def invoke_one(
         self, snap: TaskSnapshot, agent: str, mode: Mode, *, attempt: int = 1, label: str = ""
@@ -112,7 +115,9 @@ class AgentPool:
             mode=mode.value,
             attempt=attempt,
         )
-        return invoke(request)
+        result = invoke(request)
+        confinement.record(self.engine, self.task, mode, [(agent, result)])  # issue 14
+        return result
 
     def record(self, agent: str, result: AgentResult) -> None:
         """Record one agent's outcome through the engine (`agent set`).

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from taskgate.agents import confinement
 from taskgate.agents.config import parse_agents_config
 from taskgate.engine import lifecycle
 from taskgate.engine.core import Engine
@@ -69,6 +70,9 @@ def run_one(
     lifecycle.take_process_lease(engine, task)
     engine.cwd = engine.ws.task_worktree(task)  # the seeds' cwd checks (R-TRN-09/10)
     agents = parse_agents_config(engine.ws.config.agents, engine.ws.repo)
+    warning = confinement.notice(agents)  # unconfined agents: said on every run (issue 14)
+    if warning:
+        progress.emit("sandbox", task, warning, confined=False)
     runner = Runner(engine, task, approver, progress, agents, parallel=parallel)
     return runner.run()
 
