@@ -55,10 +55,42 @@ def _emit(args: argparse.Namespace, report: Any, verb: str, program: str = "") -
     emit(args, data | ({"program": program} if program else {}), "\n".join(lines))
 
 
+def _codex(args: argparse.Namespace, verb: str) -> int:
+    """`taskgate hooks install|uninstall|status --client codex` (hooks/codex_install.py)."""
+    from taskgate.errors import TaskgateError
+    from taskgate.hooks import codex_install as codex
+
+    if args.project:
+        raise UsageError(
+            "--client codex installs in Codex's user scope only",
+            hint="drop --project: Codex loads a repository's .codex/hooks.json only where it "
+            "starts and only in a trusted project, not in taskgate's worktrees",
+        )
+    path = codex.hooks_path(codex.codex_home())
+    repo: Path | None
+    try:
+        repo = _repo(args)
+    except TaskgateError:
+        repo = None
+    program = codex.default_program()
+    if verb == "uninstall":
+        _emit(args, codex.uninstall(path), "codex hooks in")
+        return EXIT_OK
+    if verb == "install":
+        report = codex.install(path, program)
+    else:
+        report = codex.status(path, program, repo)
+    codex.apply_trust(report, path, repo or path.parent, trust=verb == "install")
+    _emit(args, report, "codex hooks in", program if verb == "install" else "")
+    return EXIT_REFUSED if report.problems else EXIT_OK
+
+
 def cmd_hooks_install(args: argparse.Namespace) -> int:
     """`taskgate hooks install [--project]` (user scope by default: loaded everywhere)."""
     from taskgate.hooks.install import default_program, install
 
+    if getattr(args, "client", "claude") == "codex":
+        return _codex(args, "install")
     path, _ = _settings(args)
     program = default_program()
     _emit(args, install(path, program), "hooks in", program)
@@ -69,6 +101,8 @@ def cmd_hooks_uninstall(args: argparse.Namespace) -> int:
     """`taskgate hooks uninstall [--project]`."""
     from taskgate.hooks.install import uninstall
 
+    if getattr(args, "client", "claude") == "codex":
+        return _codex(args, "uninstall")
     path, _ = _settings(args)
     _emit(args, uninstall(path), "hooks in")
     return EXIT_OK
@@ -85,6 +119,8 @@ def cmd_hooks_status(args: argparse.Namespace) -> int:
         unguarded_worktrees,
     )
 
+    if getattr(args, "client", "claude") == "codex":
+        return _codex(args, "status")
     path, _ = _settings(args)
     repo = _repo(args)
     project = settings_path(repo, repo, False)
@@ -130,6 +166,12 @@ def register(add: Any) -> None:
             action="store_true",
             help=".claude/settings.json of the main worktree (loaded only when Claude Code "
             "starts in that directory)",
+        )
+        s.add_argument(
+            "--client",
+            choices=("claude", "codex"),
+            default="claude",
+            help="claude (default) or codex: ~/.codex/hooks.json, trusted through codex",
         )
     hooks("plugin-path", cmd_hooks_plugin_path, "print the Claude Code plugin directory")
     s = add("hook", cmd_hook, "handle one Claude Code hook event (JSON on stdin)", json_flag=False)

@@ -1,0 +1,192 @@
+"""Codex as an interactive client: `taskgate hooks install --client codex` with the real Codex
+CLI (0.169.0) against the mock Responses API server.
+
+Codex runs its hooks in `codex exec` as in its terminal UI (same hook engine, same trust
+check). The runs here use `--sandbox danger-full-access`, so that nothing but taskgate's hook
+stands between the model's tool call and the file: what is not on disk was stopped by the hook.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import Repo, make_repo
+from realclients.clients import codex_bin, offline_env
+from realclients.mock_openai import (
+    KEY_ENV,
+    MockOpenAI,
+    Turn,
+    add_file_patch,
+    codex_config,
+    custom_tool_call,
+    message,
+    shell,
+)
+from taskgate.hooks.codex_adapter import translate
+from taskgate.hooks.codex_install import EVENTS
+
+TASK = "add-login"
+
+
+@dataclass
+class CodexRun:
+    """A finished `codex exec --json` run."""
+
+    code: int
+    out: str
+    err: str
+
+    def events(self) -> list[dict[str, object]]:
+        return [json.loads(line) for line in self.out.splitlines() if line.startswith("{")]
+
+
+@dataclass
+class Codex:
+    """The real codex in the hermetic HOME, its model the scripted mock."""
+
+    home: Path
+    tmp: Path
+    mock: MockOpenAI
+
+    def env(self) -> dict[str, str]:
+        path = os.pathsep.join([str(codex_bin().parent), str(Path(sys.executable).parent),
+                                os.environ.get("PATH", "")])  # fmt: skip
+        return offline_env(self.home, self.tmp, {KEY_ENV: "not-a-real-key", "PATH": path})
+
+    def exec(self, cwd: Path, *calls: dict[str, object], prompt: str = "go") -> CodexRun:
+        """One `codex exec` whose model makes `calls` one per turn, then says done."""
+
+        def script(turn: Turn) -> list[dict[str, object]]:
+            done = turn.calls_made()
+            return [calls[done]] if done < len(calls) else [message("done")]
+
+        self.mock.script = script
+        cmd = [str(codex_bin()), "exec", "--json", "--sandbox", "danger-full-access",
+               "--cd", str(cwd), "-"]  # fmt: skip
+        proc = subprocess.run(cmd, input=prompt, env=self.env(), capture_output=True, text=True,
+                              timeout=120, check=False)  # fmt: skip
+        assert not self.mock.errors, self.mock.errors
+        return CodexRun(proc.returncode, proc.stdout, proc.stderr)
+
+    def taskgate(self, repo: Repo, *args: str) -> subprocess.CompletedProcess[str]:
+        """The taskgate CLI with codex on PATH (as the person runs it)."""
+        env = {**self.env(), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "src")
+        return subprocess.run([sys.executable, "-m", "taskgate", *args], cwd=repo.path, env=env,
+                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+
+@pytest.fixture
+def codex(tmp_path: Path) -> Iterator[Codex]:
+    home = Path(os.environ["HOME"])
+    with MockOpenAI(lambda turn: [message("done")]) as mock:
+        codex_config(home, mock)
+        yield Codex(home, tmp_path / "codex-tmp", mock)
+
+
+@pytest.fixture
+def guarded(codex: Codex, tmp_path: Path) -> Repo:
+    """A repository with a started task and taskgate's Codex hooks installed and trusted."""
+    repo = make_repo(tmp_path / "repo")
+    repo.ok("start", TASK, session="owner")
+    installed = codex.taskgate(repo, "hooks", "install", "--client", "codex")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    return repo
+
+
+def test_install_writes_and_trusts_every_entry(codex: Codex, guarded: Repo) -> None:
+    hooks = json.loads((codex.home / ".codex" / "hooks.json").read_text())["hooks"]
+    assert sorted(hooks) == sorted(EVENTS)
+    config = tomllib.loads((codex.home / ".codex" / "config.toml").read_text())
+    trusted = config["hooks"]["state"]
+    assert len(trusted) == len(EVENTS)
+    assert all(v["trusted_hash"].startswith("sha256:") for v in trusted.values())
+    status = codex.taskgate(guarded, "hooks", "status", "--client", "codex", "--json")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert set(json.loads(status.stdout)["changes"].values()) == {"ok, trusted"}
+    again = codex.taskgate(guarded, "hooks", "install", "--client", "codex", "--json")
+    assert set(json.loads(again.stdout)["changes"].values()) == {"unchanged, trusted"}
+
+
+def test_an_untrusted_hook_is_reported(codex: Codex, guarded: Repo) -> None:
+    """Codex silently skips a hook whose definition changed since it was trusted."""
+    path = codex.home / ".codex" / "hooks.json"
+    data = json.loads(path.read_text())
+    data["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"] = 29
+    path.write_text(json.dumps(data))
+    status = codex.taskgate(guarded, "hooks", "status", "--client", "codex")
+    assert status.returncode == 1
+    assert "PreToolUse: differs from this taskgate" in status.stdout
+    assert "PreToolUse: Codex skips this hook (modified)" in status.stdout
+
+
+def test_writes_to_the_store_are_denied(codex: Codex, guarded: Repo) -> None:
+    store = guarded.path / ".taskgate" / "state.db"
+    before = store.read_bytes()
+    run = codex.exec(
+        guarded.path,
+        shell(f"echo forged >> {store}"),
+        custom_tool_call("apply_patch", add_file_patch(".taskgate/forged.txt", "x")),
+    )
+    assert run.code == 0, run.err
+    bash, patch = codex.mock.all_outputs()
+    assert bash.startswith("Command blocked by PreToolUse hook: [R-"), bash
+    assert patch.startswith("Command blocked by PreToolUse hook: [R-"), patch
+    assert store.read_bytes() == before
+    assert not (guarded.path / ".taskgate" / "forged.txt").exists()
+    assert guarded.ok("audit", TASK, session="owner")
+
+
+def test_a_session_that_does_not_own_the_task_cannot_write_its_worktree(
+    codex: Codex, guarded: Repo
+) -> None:
+    """The task belongs to another session: this Codex session's apply_patch into the task
+    worktree is denied and nothing lands; a file outside taskgate's places is written."""
+    worktree = guarded.worktree(TASK)
+    run = codex.exec(
+        worktree,
+        custom_tool_call("apply_patch", add_file_patch("src/login.py", "def login(): ...")),
+        shell("echo ok > /dev/null"),
+    )
+    assert run.code == 0, run.err
+    patch, harmless = codex.mock.all_outputs()
+    assert patch.startswith("Command blocked by PreToolUse hook: [R-"), patch
+    assert "Process exited with code 0" in harmless
+    assert not (worktree / "src" / "login.py").exists()
+
+
+def test_a_patch_is_judged_as_a_write_per_file() -> None:
+    """Codex checks the patch grammar before its hooks run; taskgate reads the same headers."""
+    patch = (
+        "*** Begin Patch\n*** Add File: a.py\n+x\n*** Update File: b.py\n*** Move to: c.py\n"
+        "@@\n-x\n+y\n*** Delete File: d.py\n*** End Patch\n"
+    )
+    data = {"session_id": "s", "cwd": "/r", "tool_name": "apply_patch",
+            "tool_input": {"command": patch}}  # fmt: skip
+    calls = translate(data) or []
+    assert [c["tool_input"]["file_path"] for c in calls] == ["a.py", "b.py", "c.py", "d.py"]
+    assert {c["tool_name"] for c in calls} == {"Write"}
+    assert translate({**data, "tool_input": {"command": "rm -rf ."}}) == []  # denied
+    typed = translate({**data, "tool_name": "write_stdin", "tool_input": {"chars": "rm x\n"}})
+    assert typed == [{**data, "tool_name": "Bash", "tool_input": {"command": "rm x\n"}}]
+    assert translate({**data, "tool_name": "Bash"}) is None  # as it is
+
+
+def test_uninstall_leaves_foreign_hooks(codex: Codex, guarded: Repo) -> None:
+    path = codex.home / ".codex" / "hooks.json"
+    data = json.loads(path.read_text())
+    foreign = {"hooks": [{"type": "command", "command": "true"}]}
+    data["hooks"]["Stop"].insert(0, foreign)
+    path.write_text(json.dumps(data))
+    done = codex.taskgate(guarded, "hooks", "uninstall", "--client", "codex")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(path.read_text()) == {"hooks": {"Stop": [foreign]}}
