@@ -36,3 +36,25 @@ def hit_os(name: str) -> None:
     code = _FAULTS.get(name)
     if code is not None:
         raise OSError(code, os.strerror(code), name)
+
+
+_WAITS = dict(
+    item.split("=", 1)
+    for item in filter(None, os.environ.get("TASKGATE_WAIT", "").split(","))
+    if "=" in item
+)
+
+
+def wait(name: str) -> None:
+    """Block at `name` until a file exists (TASKGATE_WAIT=name=/path): races made exact."""
+    path = _WAITS.get(name)
+    if path is None:
+        return
+    import time
+
+    with open(f"{path}.{os.getpid()}.arrived", "w"):
+        pass
+    for _ in range(6000):
+        if os.path.exists(path):
+            return
+        time.sleep(0.01)

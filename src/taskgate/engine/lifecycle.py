@@ -164,7 +164,7 @@ def start(engine: Engine, name: str, *, adopt: bool = False) -> StartResult:
     if kind is Availability.FOREIGN:
         assert row is not None
         if owner_alive(row, engine.host) is False:
-            return _claim(engine, name, row, action="took-over")
+            return _claim(engine, name, row, action="took-over", expected=row)
         nxt = _next_available(engine, exclude=name)
         raise ForeignTask(
             f"{sel.message}; select an alternative task (R-LCK-04)",
@@ -214,8 +214,31 @@ def _base_branch(engine: Engine) -> str:
     return configured or gitrepo.current_branch(engine.ws.repo)
 
 
-def _claim(engine: Engine, name: str, row: TaskRow | None, *, action: str) -> StartResult:
-    """Exclusive claim (R-LCK-01/02), then the journaled task-worktree step."""
+def _same_owner(current: TaskRow, expected: TaskRow) -> bool:
+    """Compare-and-swap key of a take-over: the dead owner seen outside the transaction."""
+    return not current.released and (
+        current.session_id, current.host, current.owner_pid, current.owner_started,
+        current.fence,
+    ) == (
+        expected.session_id, expected.host, expected.owner_pid, expected.owner_started,
+        expected.fence,
+    )  # fmt: skip
+
+
+def _claim(
+    engine: Engine,
+    name: str,
+    row: TaskRow | None,
+    *,
+    action: str,
+    expected: TaskRow | None = None,
+) -> StartResult:
+    """Exclusive claim (R-LCK-01/02), then the journaled task-worktree step.
+
+    A take-over (`expected` = the dead owner's row) re-checks inside the write transaction
+    that the owner is still that same dead process with the same fence: of two sessions
+    racing to take over, exactly one wins (STYLE.md 6).
+    """
     session = engine.session_id
     now = engine.now()
     base = row.base_branch if row else _base_branch(engine)
@@ -230,10 +253,16 @@ def _claim(engine: Engine, name: str, row: TaskRow | None, *, action: str) -> St
         "owner_pid": engine.owner_pid,
         "owner_started": pid_start_time(engine.owner_pid) if engine.owner_pid else None,
     }
+    failpoints.wait("claim:before-transaction")  # tests: racing take-overs meet here
     try:
         with engine.store.write() as tx:
             current = tx.task(name)
-            if current is not None and not current.released and action != "took-over":
+            if expected is not None and (current is None or not _same_owner(current, expected)):
+                raise ForeignTask(
+                    f"'{name}' was taken over by another session a moment ago (R-LCK-01)",
+                    hint="select another task with 'taskgate next'",
+                )
+            if current is not None and not current.released and expected is None:
                 raise ForeignTask(
                     f"'{name}' was claimed by {current.session_id} a moment ago (R-LCK-01)",
                     hint="select another task with 'taskgate next'",
@@ -356,6 +385,31 @@ def release(engine: Engine, name: str, *, force: bool, reason: str = "") -> Task
         return engine.touch(tx, snap, lock_released_at=engine.now(), pending=None)
 
     return engine.step(name, body, owner=False)
+
+
+def drop_process_lease(engine: Engine, name: str, *, why: str) -> bool:
+    """A `run` that stops on purpose (a checkpoint, an escalation, a refusal) leaves the lease
+    to its session without a pid: its exit must not look like a crash that others may take
+    over; only the session itself or a person's `release --force` frees it. False when this
+    process no longer holds the lease."""
+    pid = engine.owner_pid
+    if pid is None:
+        return False
+
+    def body(tx: Tx, snap: TaskSnapshot) -> bool:
+        t = snap.task
+        if t.released or t.owner_pid != pid or t.session_id != engine.session_id:
+            return False
+        engine.event(tx, name, "lease_kept", {"pid": pid, "fence": t.fence, "why": why})
+        engine.touch(tx, snap, owner_pid=None, owner_started=None)
+        return True
+
+    try:
+        kept = engine.step(name, body)
+    except ForeignTask:
+        return False
+    engine.owner_pid = None
+    return kept
 
 
 def take_process_lease(engine: Engine, name: str) -> int:

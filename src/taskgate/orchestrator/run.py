@@ -11,7 +11,7 @@ from taskgate.agents import confinement
 from taskgate.agents.config import parse_agents_config
 from taskgate.engine import lifecycle
 from taskgate.engine.core import Engine
-from taskgate.errors import ForeignTask, Refused, UsageError
+from taskgate.errors import ForeignTask, Refused, TaskgateError, UsageError
 from taskgate.orchestrator.approver import (
     Approver,
     AutoApprove,
@@ -74,7 +74,11 @@ def run_one(
     if warning:
         progress.emit("sandbox", task, warning, confined=False)
     runner = Runner(engine, task, approver, progress, agents, parallel=parallel)
-    return runner.run()
+    try:
+        return runner.run()
+    except TaskgateError as exc:  # a deliberate stop keeps the lease for the session (issue 16)
+        lifecycle.drop_process_lease(engine, task, why=exc.kind)
+        raise
 
 
 def run(
