@@ -115,15 +115,22 @@ def main() -> int:
     tg("present", "add-greeting", cwd=wt)
     tg("approve", "add-greeting", "plan", "--message", "approved", cwd=wt)
     tg("transition", "add-greeting", "IMPLEMENTATION", cwd=wt)
-    (wt / "src" / "app").mkdir(parents=True)
-    (wt / "src" / "app" / "greet.py").write_text(
+    # The quality agent implements in its own worktree (branch add-greeting-quality) and commits
+    # with its tag; the other agents have nothing to change in their domains and say so.
+    qwt = task_dir / "agents" / "quality" / "code"
+    (qwt / "src" / "app").mkdir(parents=True)
+    (qwt / "src" / "app" / "greet.py").write_text(
         'def greet(name: str) -> str:\n    if not name:\n        raise ValueError("name")\n'
         '    return f"Hello, {name}!"\n'
     )
-    git("add", ".", cwd=wt)
-    git("commit", "-q", "-m", "[agent:quality] greet()", cwd=wt)
+    git("add", ".", cwd=qwt)
+    git("commit", "-q", "-m", "[agent:quality] greet()", cwd=qwt)
     for agent in agents:
-        tg("agent", "set", "add-greeting", agent, "COMPLETE", "--done", cwd=wt)
+        why = [] if agent == "quality" else ["--no-change", f"nothing in the {agent} domain"]
+        tg("agent", "set", "add-greeting", agent, "COMPLETE", "--done", *why, cwd=wt)
+    # R-TRN-14: the quality agent's commit is not on the task branch yet.
+    tg("transition", "add-greeting", "VALIDATION", cwd=wt, expect=1)
+    tg("merge", "add-greeting", cwd=wt)
     tg("transition", "add-greeting", "VALIDATION", cwd=wt)
     tg("transition", "add-greeting", "REVIEW", cwd=wt, expect=1)
     tg("validate", "add-greeting", cwd=wt)

@@ -92,8 +92,9 @@ def to_validation(repo: Repo, task: str, *extra: str) -> None:
     to_implementation(repo, task, *extra)
     commit_in(repo.worktree(task), "src/auth/login.py", "def login():\n    pass\n",
               "[agent:quality] login")  # fmt: skip
-    for agent in agents_of(repo, task):
-        repo.ok("agent", "set", task, agent, "COMPLETE", "--done")
+    for agent in agents_of(repo, task):  # R-TRN-14: a commit on T, or "no change needed"
+        why = () if agent == "quality" else ("--no-change", f"nothing for {agent} to change")
+        repo.ok("agent", "set", task, agent, "COMPLETE", "--done", *why)
     repo.ok("transition", task, "VALIDATION")
 
 

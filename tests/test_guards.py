@@ -21,7 +21,12 @@ LOG = (
 
 
 def agent(name: str, **kw: object) -> AgentFacts:
-    base = {"worktree_exists": True, "status": AgentStatus.COMPLETE, "report_bytes": 200}
+    base = {
+        "worktree_exists": True,
+        "status": AgentStatus.COMPLETE,
+        "report_bytes": 200,
+        "task_commits": 1,
+    }
     base.update(kw)
     return AgentFacts(name=name, **base)  # type: ignore[arg-type]
 
@@ -200,6 +205,44 @@ def test_R_TRN_14_all_agents_complete() -> None:
     assert rules(guards.implementation_to_validation(working)) == ["R-TRN-14"]
     more = replace(f, agents={**f.agents, "quality": agent("quality", work_remaining=True)})
     assert rules(guards.implementation_to_validation(more)) == ["R-AST-20"]
+
+
+def test_R_TRN_14_work_committed_and_merged() -> None:
+    f = facts(S.IMPLEMENTATION)
+    unmerged = replace(f, agents={**f.agents, "quality": agent("quality", unmerged_commits=2)})
+    v = guards.implementation_to_validation(unmerged)
+    assert rules(v) == ["R-WTB-06"] and "taskgate merge t quality" in v[0].hint
+    idle = replace(f, agents={**f.agents, "quality": agent("quality", task_commits=0)})
+    v = guards.implementation_to_validation(idle)
+    assert rules(v) == ["R-TRN-14"] and "--no-change" in v[0].hint
+    said = replace(
+        f, agents={**f.agents, "quality": agent("quality", task_commits=0, no_change=True)}
+    )
+    assert guards.implementation_to_validation(said) == []
+
+
+def test_R_CKP_10_empty_change_never_reaches_the_review() -> None:
+    approved = {a: agent(a, decision=Decision.APPROVED) for a in ("architect", "quality")}
+    f = facts(S.REVIEW, agents=approved, diff_files=())
+    assert rules(guards.review_to_awaiting(f)) == ["R-CKP-10"]
+    assert guards.review_to_awaiting(replace(f, noop_approved=True)) == []
+    assert guards.review_to_awaiting(replace(f, diff_files=("a.py",))) == []
+
+
+def test_R_WFV_08_skip_path_change_must_be_documentation() -> None:
+    docs = facts(S.SYNTHESIS, risk_level=RiskLevel.LOW, diff_files=("README.md", "docs/x.md"))
+    assert guards.doc_only_change(docs) == []
+    code = replace(docs, diff_files=("README.md", "src/lib.py"))
+    v = guards.doc_only_change(code)
+    assert rules(v) == ["R-WFV-08"] and "src/lib.py" in v[0].message
+    assert "classify t --raise" in v[0].hint
+
+
+def test_R_TRN_15_no_unvalidated_code_reaches_main() -> None:
+    f = facts(S.AWAITING_USER_APPROVAL, head_sha="abc", diff_files=("src/lib.py",))
+    assert rules(guards.validated_change(f)) == ["R-TRN-15"]
+    assert guards.validated_change(replace(f, validated_heads=frozenset({"abc"}))) == []
+    assert guards.validated_change(replace(f, diff_files=("README.md",))) == []
 
 
 def test_R_TRN_15_fresh_validation_for_head() -> None:

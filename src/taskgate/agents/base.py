@@ -156,6 +156,7 @@ class AgentResult:
     exit_code: int | None = None
     backend: str = ""
     meta: Mapping[str, Any] = field(default_factory=dict)  # session id, cost, usage …
+    no_change: str = ""  # implementation: why this agent's part needs no commit (R-TRN-14)
 
     @property
     def ok(self) -> bool:
@@ -188,6 +189,7 @@ class AgentResult:
             "exit_code": self.exit_code,
             "backend": self.backend,
             "meta": dict(self.meta),
+            "no_change": self.no_change,
         }
 
 
@@ -265,12 +267,18 @@ def parse_result(data: object, mode: Mode, *, backend: str = "", raw: str = "") 
     remaining = data.get("work_remaining", False)
     if not isinstance(remaining, bool):
         return base.with_error(f"work_remaining must be true or false, got {remaining!r}")
+    no_change = data.get("no_change") or ""
+    if no_change is True:
+        no_change = message or "no change needed"
+    if not isinstance(no_change, str):
+        return base.with_error("no_change must be a string (why nothing needs changing)")
     result = replace(
         base,
         status=ResultStatus(status),
         message=message,
         reason=reason,
         work_remaining=remaining,
+        no_change=no_change.strip(),
     )
     if result.status is not ResultStatus.COMPLETE:
         return replace(result, reason=reason or message)

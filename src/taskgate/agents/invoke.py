@@ -191,9 +191,39 @@ def _check(request: AgentRequest, result: AgentResult, before: str | None) -> Ag
                 f"uncommitted changes to {', '.join(tracked[:5])}: commit them with "
                 f"'{request.commit_tag} …' or revert them"
             )
-        if untracked:
-            result = replace(result, meta={**result.meta, "untracked": untracked[:50]})
+        untracked = [p for p in untracked if not is_cache_path(p)]
+        if untracked:  # work left beside the branch never reaches T: not COMPLETE (R-TRN-14)
+            return result.with_error(
+                f"untracked files {', '.join(untracked[:5])}: commit them with "
+                f"'{request.commit_tag} …', delete them, or list them in .gitignore"
+            )
+        if not result.no_change and not _tagged_commits(request):
+            return result.with_error(
+                f"R-TRN-14: no commit tagged '{request.commit_tag}' on {request.branch}: commit "
+                'your part, or answer "no_change": "<why nothing needs changing>"'
+            )
     return result
+
+
+# Caches that running a project's tests leaves in a worktree; never an agent's work.
+_CACHE_PARTS = frozenset(
+    {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox"}
+)
+
+
+def is_cache_path(path: str) -> bool:
+    """True for tool caches (``__pycache__/``, ``.pytest_cache/``, ``*.pyc``) in a worktree."""
+    parts = path.rstrip("/").split("/")
+    return bool(_CACHE_PARTS.intersection(parts)) or path.endswith((".pyc", ".pyo"))
+
+
+def _tagged_commits(request: AgentRequest) -> int:
+    """Commits of this agent (by tag) on its branch that are not on the base branch."""
+    out = git(
+        "log", "--no-merges", "--format=%s", f"{request.base_ref}..HEAD",
+        cwd=request.worktree, check=False,
+    ).stdout  # fmt: skip
+    return sum(1 for line in out.splitlines() if line.startswith(request.commit_tag))
 
 
 def invoke(request: AgentRequest, backend: Backend | None = None) -> AgentResult:

@@ -26,6 +26,10 @@ When you are done, end your reply with one JSON object on its own line (nothing 
 - status: COMPLETE when your part is done, ERROR when you could not do it, BLOCKED when you
   need a human decision (say which in message).
 - work_remaining (implementation): true when you need another round to finish your part.
+- no_change (implementation): when your part needs no commit at all, say why in a string,
+  e.g. "no_change": "the plan gives the security domain nothing to change". Without a commit
+  tagged with your agent name or this field, your implementation is not COMPLETE.
+  Commit everything you create: untracked or uncommitted files mean you are not done.
 - verdict (review): "APPROVED" or "REJECTED"; a rejection needs a reason the implementers can
   act on. If the rejection is about scope, add
   "scope": {"effort_estimate": <hours>, "task_scope": <hours>, "deferred": ["..."]}.

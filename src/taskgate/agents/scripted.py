@@ -229,6 +229,12 @@ class ScriptedBackend:
             self._conflict(request)
         remaining = len(pending) > len(batch) or request.round < self.rounds
         message = f"wrote {', '.join(done)}" if done else "nothing left to do"
+        if not self._my_files(request) and not conflict:  # R-TRN-14: say so explicitly
+            return _answer(
+                work_remaining=remaining,
+                message=message,
+                no_change=f"no planned file is in the {request.agent} domain",
+            )
         return _answer(work_remaining=remaining, message=message)
 
     def _address_feedback(self, request: AgentRequest) -> bool:

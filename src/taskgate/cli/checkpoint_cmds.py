@@ -67,6 +67,13 @@ def cmd_approve(args: argparse.Namespace) -> int:
     from taskgate.engine.checkpoints import approve
 
     refuse_agents("approval")
+    if args.kind == "noop":
+        from taskgate.engine.checkpoints import approve_noop
+
+        with engine_for(args) as engine:
+            record = approve_noop(engine, args.task, provenance=provenance(), message=args.message)
+            emit(args, {"task": args.task, **record}, f"recorded: '{args.task}' needs no change")
+        return EXIT_OK
     with engine_for(args) as engine:
         row = approve(engine, args.task, args.kind, provenance=provenance(), message=args.message)
         emit(args, row.__dict__, f"approved {row.kind} of '{row.task}' ({row.bound_to[:12]})")
@@ -84,13 +91,38 @@ def cmd_say(args: argparse.Namespace) -> int:
     return EXIT_HUMAN if result.needs_human else EXIT_OK
 
 
+def cmd_raise(args: argparse.Namespace) -> int:
+    """`taskgate classify T --raise [LEVEL] [--reason …]` (R-WFV-11, C-84)."""
+    from taskgate.engine.reclassify import raise_risk
+
+    by = "agent" if agent_marker() else "person"
+    with engine_for(args) as engine:
+        record = raise_risk(
+            engine,
+            args.task,
+            level=args.raise_to or None,
+            reason=args.reason or f"raised by the {by}",
+            by=by,
+        )
+        added = ", ".join(record["agents_added"]) or "none"
+        emit(
+            args,
+            record,
+            f"'{args.task}': risk {record['from']} -> {record['to']}; agents added: {added}\n"
+            f"  path: {' -> '.join(record['path'])}\n  next: taskgate run {args.task}",
+        )
+    return EXIT_OK
+
+
 def register(add: Any) -> None:
     """The checkpoint commands."""
     s = add("present", cmd_present, "show the plan or the change to the user and record it")
     s.add_argument("task")
     s = add("approve", cmd_approve, "record the user's approval of the presented plan/changes")
     s.add_argument("task")
-    s.add_argument("kind", choices=["plan", "changes"])
+    s.add_argument(
+        "kind", choices=["plan", "changes", "noop"], help="noop: the task needs no change"
+    )
     s.add_argument("--message", default="", help="the user's words, hashed into the record")
     s = add("say", cmd_say, "a user message in context: approval, change request, question, ...")
     s.add_argument("task")

@@ -50,10 +50,13 @@ def set_status(
     message: str = "",
     work_remaining: bool | None = None,
     retry: bool = False,
+    no_change: str = "",
 ) -> AgentRow:
     """`taskgate agent set T A STATUS`: record an agent's status for the current phase.
 
     `retry=True` marks a re-invocation: retry_count is saved +1 first (R-AST-07, R-AST-08).
+    `no_change` (COMPLETE in IMPLEMENTATION) records the agent's explicit "no change needed"
+    and why, which the IMPLEMENTATION -> VALIDATION gate accepts instead of a commit (R-TRN-14).
     """
     agent = _agent_name(agent_text)
     try:
@@ -121,7 +124,13 @@ def set_status(
             invoked_at=row.invoked_at if was_running else now,
         )
         tx.put_agent(new)
-        engine.touch(tx, snap)
+        extra = dict(snap.task.extra)
+        if no_change.strip() and status is AgentStatus.COMPLETE:
+            if state is not State.IMPLEMENTATION:
+                raise UsageError("--no-change is recorded only for IMPLEMENTATION")
+            extra["no_change"] = {**(extra.get("no_change") or {}), agent: no_change.strip()}
+            engine.event(tx, task, "no_change", {"agent": agent, "reason": no_change.strip()})
+        engine.touch(tx, snap, extra=extra)
         return new
 
     return engine.step(task, body)

@@ -7,7 +7,7 @@ from pathlib import Path
 from taskgate.engine.core import Engine, current_state
 from taskgate.fsutil import file_size, read_text
 from taskgate.git import repo as gitrepo
-from taskgate.git.cmd import ok
+from taskgate.git.cmd import git, ok
 from taskgate.protocol import taskmd
 from taskgate.protocol.facts import AgentFacts, Approval, LogEntry, TaskFacts, Validation
 from taskgate.protocol.states import AgentStatus, ChangeType, Decision, RiskLevel, State
@@ -55,6 +55,8 @@ def gather(engine: Engine, snap: TaskSnapshot, *, head: bool | None = None) -> T
     phase = state.value
     round_no = review_round(snap)
     agents: dict[str, AgentFacts] = {}
+    commits = _agent_commits(engine, snap) if state is State.IMPLEMENTATION else {}
+    no_change = t.extra.get("no_change") or {}
     for name in t.required_agents:
         row = snap.agent(name)
         status = None
@@ -75,6 +77,9 @@ def gather(engine: Engine, snap: TaskSnapshot, *, head: bool | None = None) -> T
             report_bytes=file_size(ws.report_path(t.name, name)),
             decision=decision,
             added_at_state=State(row.added_at_state) if row and row.added_at_state else None,
+            unmerged_commits=commits.get(name, (0, 0))[0],
+            task_commits=commits.get(name, (0, 0))[1],
+            no_change=bool(no_change.get(name)),
         )
     task_md = read_text(ws.task_md(t.name))
     plan = snap.active_approval("plan")
@@ -97,6 +102,11 @@ def gather(engine: Engine, snap: TaskSnapshot, *, head: bool | None = None) -> T
         # squash_sha's tree is approved_sha's tree plus only the archival edit (R-CMP-04), so
         # the approval bound to approved_sha (R-CKP-13) holds for it.
         head_sha = str(t.extra.get("approved_sha") or head_sha)
+    diff = (
+        changed_files(engine, snap, head_sha)
+        if head_sha and state in (State.SYNTHESIS, State.REVIEW, State.AWAITING_USER_APPROVAL)
+        else None
+    )
     return TaskFacts(
         task=t.name,
         session_id=engine.session_id,
@@ -139,7 +149,40 @@ def gather(engine: Engine, snap: TaskSnapshot, *, head: bool | None = None) -> T
         audit_complete_problems=audit_completeness(snap),
         scope_deferral_recorded=bool(t.extra.get("scope_deferral")),
         scope_negotiation_permitted=bool(t.extra.get("scope_negotiation")),
+        diff_files=diff,
+        noop_approved=bool(t.extra.get("noop_approved")),
+        validated_heads=frozenset(v.head_sha for v in snap.validations if v.success),
     )
+
+
+def changed_files(engine: Engine, snap: TaskSnapshot, head: str) -> tuple[str, ...]:
+    """The paths the task branch at `head` changes against the commit the task started from."""
+    t = snap.task
+    base = t.base_sha or f"refs/heads/{t.base_branch}"
+    out = git("diff", "--name-only", "-z", f"{base}...{head}", cwd=engine.ws.repo, check=False)
+    return tuple(sorted(p for p in out.stdout.split("\0") if p)) if out.ok else ()
+
+
+def _agent_commits(engine: Engine, snap: TaskSnapshot) -> dict[str, tuple[int, int]]:
+    """Per agent: (commits on T-A not in T, commits tagged [agent:A] in T since the base)."""
+    t = snap.task
+    repo = engine.ws.repo
+    base = t.base_sha or f"refs/heads/{t.base_branch}"
+    on_t = git("log", "--no-merges", "--format=%s", f"{base}..refs/heads/{t.name}", cwd=repo,
+               check=False).stdout.splitlines()  # fmt: skip
+    # Commits recorded at merges count too: `complete` squashes T, a rebase may follow (R-CMP-06).
+    on_t += [f"[agent:{e.payload.get('agent')}]" for e in snap.events if e.kind == "commit"]
+    result: dict[str, tuple[int, int]] = {}
+    for name in t.required_agents:
+        tag = f"[agent:{name}]"
+        unmerged = git("rev-list", "--count", "--no-merges", f"refs/heads/{t.name}-{name}",
+                       "--not", f"refs/heads/{t.name}", cwd=repo, check=False)  # fmt: skip
+        count = int(unmerged.stdout.strip() or 0) if unmerged.ok else 0
+        delivered = sum(1 for line in on_t if line.startswith(tag))
+        if t.extra.get("squash_sha"):  # the approved history was squashed: all of it counted
+            delivered = max(delivered, 1)
+        result[name] = (count, delivered)
+    return result
 
 
 def audit_completeness(snap: TaskSnapshot) -> tuple[str, ...]:

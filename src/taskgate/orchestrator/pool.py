@@ -133,6 +133,7 @@ class AgentPool:
                 "COMPLETE",
                 message=result.message[:500],
                 work_remaining=result.work_remaining,
+                no_change=result.no_change if not result.commits else "",
             )
         else:
             status = "BLOCKED" if result.status is ResultStatus.BLOCKED else "ERROR"

@@ -29,6 +29,9 @@ class AgentFacts:
     report_bytes: int | None = None  # None = T-A-requirements.md missing (R-DOC-03)
     decision: Decision | None = None  # review decision for the current round and HEAD
     added_at_state: State | None = None
+    unmerged_commits: int = 0  # commits on T-A that T does not contain (IMPLEMENTATION)
+    task_commits: int = 0  # commits tagged [agent:A] on T since the task began
+    no_change: bool = False  # the agent recorded "no change needed" (R-TRN-14)
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,10 @@ class TaskFacts:
     audit_complete_problems: tuple[str, ...] = ()  # R-AUD-05 failures, empty when complete
     scope_deferral_recorded: bool = False
     scope_negotiation_permitted: bool = False
+    # Files the task branch changes against its base (None: not gathered in this state).
+    diff_files: tuple[str, ...] | None = None
+    noop_approved: bool = False  # the person accepted a task that changes nothing
+    validated_heads: frozenset[str] = frozenset()  # task-branch SHAs with a passing build
 
     def agent(self, name: str) -> AgentFacts:
         """The facts for a required agent (an unknown agent has no worktree and no status)."""

@@ -14,6 +14,12 @@ from taskgate.protocol.states import (
     Decision,
     State,
 )
+from taskgate.protocol.substance import (
+    committed_work,
+    doc_only_change,
+    substantive_change,
+    validated_change,
+)
 from taskgate.protocol.taskmd import missing_sections, report_problem
 from taskgate.protocol.violations import Violation
 
@@ -222,6 +228,7 @@ def synthesis_to_implementation(f: TaskFacts) -> list[Violation]:
 def synthesis_to_awaiting(f: TaskFacts) -> list[Violation]:
     """C-08 skip path: approved plan, changes committed on T, checkpoint SHA recorded."""
     problems = _entry_guards(f, need_plan_text=True)
+    problems += substantive_change(f) + doc_only_change(f)
     if f.head_sha is None:
         problems.append(
             Violation(
@@ -256,7 +263,7 @@ def implementation_to_validation(f: TaskFacts) -> list[Violation]:
                     "run another implementation round",
                 )
             )
-    return problems
+    return problems + committed_work(f)
 
 
 def validation_to_review(f: TaskFacts) -> list[Violation]:
@@ -307,7 +314,7 @@ def review_to_awaiting(f: TaskFacts) -> list[Violation]:
                     "a rejection goes back to IMPLEMENTATION; otherwise wait for the review",
                 )
             )
-    return problems
+    return problems + substantive_change(f)
 
 
 def _rejections(f: TaskFacts) -> list[str]:
@@ -387,6 +394,7 @@ def awaiting_to_complete(f: TaskFacts) -> list[Violation]:
                     "present the change and ask the user again",
                 )
             )
+    problems += substantive_change(f) + validated_change(f)
     if not f.archival_committed:
         problems.append(
             Violation(

@@ -1,0 +1,169 @@
+"""Test runners' reports → failing tests, files and failure classes (protocol/testreports.py,
+protocol/buildfail.py). pytest runs for real here; other runners' outputs are in
+tests/fixtures/testreports (see its README for which were captured from real runs)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from taskgate.protocol import testreports as tr
+from taskgate.protocol.buildfail import FailureType, classify_failure
+
+FIXTURES = Path(__file__).parent / "fixtures" / "testreports"
+
+LIB = '''\
+def split_words(text, sep=" "):
+    """Split text on sep, dropping empty pieces."""
+    return [w for w in text.split(sep) if w] + ["oops"]
+'''
+TESTS = """\
+from textlib.words import split_words
+
+
+def test_split_words():
+    assert split_words("a b") == ["a", "b"]
+
+
+def test_empty_separator():
+    assert split_words("a", sep="") == ["a"]
+"""
+
+
+def _real_pytest(tmp_path: Path, *, broken_import: bool = False) -> tuple[str, str]:
+    """Run the real pytest on a two-file project; (stdout, junit xml)."""
+    (tmp_path / "textlib").mkdir()
+    (tmp_path / "textlib" / "__init__.py").write_text("")
+    (tmp_path / "textlib" / "words.py").write_text("def split_words(:\n" if broken_import else LIB)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_words.py").write_text(TESTS)
+    xml = tmp_path / "junit.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}"],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    return proc.stdout + proc.stderr, xml.read_text()
+
+
+def test_pytest_junit_xml_names_the_test_and_the_source_file(tmp_path: Path) -> None:
+    out, xml = _real_pytest(tmp_path)
+    report = tr.parse_junit_xml(xml, root=str(tmp_path))
+    assert (report.tests, report.failed, report.errors, report.passed) == (2, 2, 0, 0)
+    assertion, raised = report.failures
+    assert assertion.name == "tests.test_words.test_split_words"
+    assert assertion.files == ("tests/test_words.py",) and "oops" in assertion.excerpt
+    # An exception raised in the library names the library's file in the traceback.
+    assert raised.files == ("tests/test_words.py", "textlib/words.py")
+    assert "empty separator" in raised.message
+    assert tr.resolve_modules(assertion.modules, ["tests/test_words.py", "textlib/words.py"]) == (
+        "tests/test_words.py",
+    )
+    build = classify_failure(out, report)
+    assert build.type is FailureType.TEST
+    assert build.tests == (assertion.name, raised.name)
+
+
+def test_pytest_text_fallback_reads_the_summary(tmp_path: Path) -> None:
+    out, _ = _real_pytest(tmp_path)
+    report = tr.parse_text(out, root=str(tmp_path))
+    assert report is not None and report.runner == "pytest"
+    assert report.failed == 2 and report.passed == 0
+    first, second = report.failures
+    assert first.name == "tests/test_words.py::test_split_words"
+    assert first.files == ("tests/test_words.py",)
+    assert second.files == ("tests/test_words.py", "textlib/words.py")
+    assert classify_failure(out, report).type is FailureType.TEST
+
+
+def test_pytest_collection_error_is_a_compilation_failure(tmp_path: Path) -> None:
+    out, xml = _real_pytest(tmp_path, broken_import=True)
+    report = tr.parse_junit_xml(xml, root=str(tmp_path))
+    assert report.errors == 1
+    build = classify_failure(out, report)
+    assert build.type is FailureType.COMPILATION
+    assert any("textlib/words.py" in f.files for f in build.failures)
+
+
+def test_cargo_test_failure_captured() -> None:
+    text = (FIXTURES / "cargo-test-failure.txt").read_text()
+    report = tr.parse_cargo(text, root="/work/crt")
+    assert report is not None
+    assert (report.tests, report.failed, report.passed) == (2, 1, 1)
+    (failure,) = report.failures
+    assert failure.name == "tests::adds" and failure.files == ("src/lib.rs",)
+    assert "left: 0" in failure.excerpt
+    assert classify_failure(text, report).type is FailureType.TEST
+
+
+def test_cargo_build_error_is_compilation() -> None:
+    text = (FIXTURES / "cargo-build-error.txt").read_text()
+    report = tr.parse_text(text, root="/work/crt")
+    assert report is not None
+    build = classify_failure(text, report)
+    assert build.type is FailureType.COMPILATION
+    assert build.failures[0].files == ("src/lib.rs",)
+    assert "cannot find value `c`" in build.failures[0].message
+
+
+def test_go_test_json() -> None:
+    report = tr.parse_go_json((FIXTURES / "go-test.json").read_text())
+    assert (report.tests, report.failed) == (2, 1)
+    names = [f.name for f in report.failures]
+    assert names == ["example.com/calc.TestAdd", "example.com/calc/broken [build failed]"]
+    assert report.failures[0].files == ("calc_test.go",)
+    assert "want 4" in report.failures[0].message
+    assert report.failures[1].kind == "compile"
+    assert report.failures[1].files == ("broken/broken.go",)
+    assert classify_failure("", report).type is FailureType.COMPILATION
+
+
+def test_jest_json() -> None:
+    report = tr.parse_jest_json((FIXTURES / "jest.json").read_text(), root="/work/app")
+    assert (report.tests, report.failed) == (2, 1)
+    (failure,) = report.failures
+    assert failure.name == "src/sum.test.js > sum adds 1 + 2"
+    assert failure.files == ("src/sum.test.js",)  # node_modules frames dropped
+    assert classify_failure("", report).type is FailureType.TEST
+
+
+def test_surefire_xml_resolves_the_java_files() -> None:
+    report = tr.parse_junit_xml((FIXTURES / "TEST-demo.CalcTest.xml").read_text())
+    (failure,) = report.failures
+    assert failure.name == "demo.CalcTest.adds"
+    assert failure.files == ("demo/CalcTest.java",)  # JUnit's own frames dropped
+    tracked = ["pom.xml", "src/main/java/demo/Calc.java", "src/test/java/demo/CalcTest.java"]
+    assert tr.resolve_modules(failure.modules, tracked) == ("src/test/java/demo/CalcTest.java",)
+
+
+@pytest.mark.parametrize(
+    ("output", "kind"),
+    [
+        ("[ERROR] COMPILATION ERROR\n[ERROR] x.java cannot find symbol\n", FailureType.COMPILATION),
+        ("[ERROR] There are test failures.\nTests run: 3, Failures: 1\n", FailureType.TEST),
+        ("You have 3 Checkstyle violations\n", FailureType.STYLE),
+        ("src/a.py:3:1: F401 `os` imported but unused\nFound 1 error.\n", FailureType.STYLE),
+        ("ERROR: No matching distribution found for nosuchpkg\n", FailureType.DEPENDENCY),
+        ("ModuleNotFoundError: No module named 'yaml'\n", FailureType.DEPENDENCY),
+        ('  File "src/x.py", line 1\nSyntaxError: invalid syntax\n', FailureType.COMPILATION),
+        ("something odd happened\n", FailureType.UNKNOWN),
+    ],
+)
+def test_text_classes(output: str, kind: FailureType) -> None:
+    assert classify_failure(output, tr.parse_text(output)).type is kind
+
+
+def test_timeout_and_crash() -> None:
+    assert classify_failure("", timed_out=True).type is FailureType.TIMEOUT
+    assert classify_failure("", signal=-11).type is FailureType.CRASH
+
+
+def test_not_junit_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        tr.parse_junit_xml("<html/>")
+    with pytest.raises(ValueError):
+        tr.parse_jest_json("[]")
