@@ -132,6 +132,10 @@ def cmd_classify(args: argparse.Namespace) -> int:
     """`taskgate classify T`."""
     from taskgate.engine.flow import classify_task
 
+    if args.raise_to is not None:  # R-WFV-11: a person raises the risk mid-task
+        from taskgate.cli.checkpoint_cmds import cmd_raise
+
+        return cmd_raise(args)
     with engine_for(args) as engine:
         record = classify_task(
             engine,
@@ -208,7 +212,7 @@ def cmd_agent_set(args: argparse.Namespace) -> int:
     with engine_for(args) as engine:
         row = set_status(
             engine, args.task, args.agent, args.status, message=args.message,
-            work_remaining=args.work_remaining,
+            work_remaining=args.work_remaining, no_change=args.no_change,
         )  # fmt: skip
         emit(args, row.__dict__, f"{row.agent}: {row.status} ({row.phase})")
     return EXIT_OK
@@ -308,6 +312,15 @@ def register(add: Any) -> None:
     s.add_argument("--risk-level", help="manual override: HIGH, MEDIUM or LOW (R-RSK-11)")
     s.add_argument("--force-full-protocol", action="store_true", help="HIGH, full path (R-RSK-12)")
     s.add_argument("--explain", action="store_true", help="show why each file and agent")
+    s.add_argument(
+        "--raise",
+        dest="raise_to",
+        nargs="?",
+        const="",
+        metavar="LEVEL",
+        help="mid-task: raise the risk (one level, or to LEVEL) (R-WFV-11)",
+    )
+    s.add_argument("--reason", default="", help="with --raise: why")
     s = add("transition", cmd_transition, "guarded transition to STATE")
     s.add_argument("task")
     s.add_argument("state")
@@ -323,6 +336,12 @@ def register(add: Any) -> None:
     g = s.add_mutually_exclusive_group()
     g.add_argument("--work-remaining", dest="work_remaining", action="store_true", default=None)
     g.add_argument("--done", dest="work_remaining", action="store_false")
+    s.add_argument(
+        "--no-change",
+        default="",
+        metavar="WHY",
+        help="IMPLEMENTATION: this agent's part needs no commit, and why (R-TRN-14)",
+    )
     s = agent("add", cmd_agent_add, "add an agent mid-task (R-AGT-14..21)")
     s.add_argument("task")
     s.add_argument("agent")
