@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import git
 from taskgate.agents.base import Mode, ResultStatus
 from taskgate.agents.codex import CodexBackend, read_events
 from taskgate.agents.config import AgentSettings
@@ -66,6 +67,19 @@ elif behaviour == "garbage_message":
     emit("turn.completed", usage={"input_tokens": 1, "cached_input_tokens": 0, "output_tokens": 1})
 elif behaviour == "hang":
     time.sleep(600)
+elif behaviour == "report":
+    pathlib.Path(os.environ["TASKGATE_REPORT_PATH"]).write_text("Requirements. " * 20)
+    emit("item.completed", item={"id": "item_2", "type": "agent_message", "text": answer})
+    emit("turn.completed", usage={"input_tokens": 1, "cached_input_tokens": 0, "output_tokens": 1})
+elif behaviour in ("tamper", "checkout"):
+    gitdir = subprocess.run(["git", "rev-parse", "--absolute-git-dir"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    if behaviour == "tamper":
+        pathlib.Path(gitdir, "commondir").write_text("/elsewhere")
+    else:
+        subprocess.run(["git", "checkout", "-q", "-b", "elsewhere"], check=True)
+    emit("item.completed", item={"id": "item_2", "type": "agent_message", "text": answer})
+    emit("turn.completed", usage={"input_tokens": 1, "cached_input_tokens": 0, "output_tokens": 1})
 """
 FAKE_NOT_JSON = "import sys\nprint('Reading prompt from stdin...')\nsys.exit(0)\n"
 
@@ -75,8 +89,8 @@ def codex_env(tmp_path: Path, behaviour: str, body: str = FAKE_CODEX, **opts: ob
     bin_dir = tmp_path / "bin"
     fake(bin_dir, "codex", body)
     env = {"FAKE_CODEX": behaviour, "FAKE_LOG": str(tmp_path / "log.json")}
-    config = {"backend": "codex", "codex": {"executable": str(bin_dir / "codex"), "env": env,
-                                            **opts}}  # fmt: skip
+    config = {"backend": "codex", "sandbox": "none",  # Codex's own sandbox (see _inner tests)
+              "codex": {"executable": str(bin_dir / "codex"), "env": env, **opts}}  # fmt: skip
     # The fake logs outside the worktree, which confinement forbids (test_sandbox.py runs
     # the backends confined).
     return make_task_env(tmp_path, {**config, "sandbox": "none"})
@@ -93,18 +107,100 @@ def test_exec_invocation_and_last_message(tmp_path: Path) -> None:
     argv = log["argv"]
     assert argv[:5] == ["exec", "--json", "--sandbox", "workspace-write", "--cd"]
     assert argv[5] == str(env.worktree("architect")) == log["cwd"]
-    assert argv[argv.index("--add-dir") + 1] == str(env.ws.common_dir)
+    # A reviewer writes nothing but its worktree and its private directory ($TMPDIR).
+    assert added_dirs(argv) == [str(request.agent_dir / "codex")]
+    assert "sandbox_workspace_write.exclude_slash_tmp=true" in argv
+    assert "sandbox_workspace_write.exclude_tmpdir_env_var=true" in argv
     assert argv[argv.index("--model") + 1] == "gpt-5-codex"
     assert argv[-1] == "-" and log["prompt"] == request.prompt
 
 
-def test_the_message_from_the_event_stream_when_no_file(tmp_path: Path) -> None:
-    env = codex_env(tmp_path, "no_file", add_git_dir=False)
+def added_dirs(argv: list[str]) -> list[str]:
+    """The writable roots a command line adds."""
+    return [argv[i + 1] for i, arg in enumerate(argv) if arg == "--add-dir"]
+
+
+def test_an_implementation_commits_through_a_detached_head(tmp_path: Path) -> None:
+    """Writable: the worktree's own git dir and the object store, no ref. The agent commits on
+    a detached HEAD; taskgate moves T-A to its commits and checks the branch out again."""
+    env = codex_env(tmp_path, "success")
+    request = env.request("quality", Mode.IMPLEMENTATION)
+    result = invoke(request)
+    assert result.ok, result.reason
+    assert [c.subject for c in result.commits] == ["[agent:quality] codex change"]
+    worktree = env.worktree("quality")
+    gitdir = git(worktree, "rev-parse", "--absolute-git-dir")
+    argv = json.loads((tmp_path / "log.json").read_text())["argv"]
+    assert added_dirs(argv) == [str(request.agent_dir / "codex"), gitdir,
+                                str(env.ws.common_dir / "objects")]  # fmt: skip
+    assert str(env.ws.common_dir) not in added_dirs(argv)
+    assert git(worktree, "symbolic-ref", "HEAD") == "refs/heads/add-login-quality"
+    assert git(worktree, "log", "-1", "--format=%s", "add-login-quality") == (
+        "[agent:quality] codex change"
+    )
+    prompt = json.loads((tmp_path / "log.json").read_text())["prompt"]
+    assert "HEAD is detached at add-login-quality" in prompt
+
+
+def test_a_report_is_written_in_the_private_directory_and_copied(tmp_path: Path) -> None:
+    """R-DOC-04 outside the writable roots: the prompt and $TASKGATE_REPORT_PATH name a copy in
+    the agent's private directory; taskgate puts the report where the protocol wants it."""
+    env = codex_env(tmp_path, "report")
+    request = env.request("architect", Mode.REQUIREMENTS)
+    result = invoke(request)
+    assert result.ok, result.reason
+    staged = request.agent_dir / "codex" / "out" / request.report_path.name
+    assert request.report_path.read_text() == staged.read_text() == "Requirements. " * 20
+    prompt = json.loads((tmp_path / "log.json").read_text())["prompt"]
+    assert str(staged) in prompt and str(request.report_path) not in prompt.split("Sandbox:")[0]
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "words"),
+    [
+        ("tamper", "commondir; taskgate restored it"),
+        ("checkout", "checked out refs/heads/elsewhere"),
+    ],
+)
+def test_tampering_with_the_git_dir_is_undone_and_an_error(
+    tmp_path: Path, behaviour: str, words: str
+) -> None:
+    env = codex_env(tmp_path, behaviour)
+    worktree = env.worktree("quality")
+    gitdir = Path(git(worktree, "rev-parse", "--absolute-git-dir"))
+    commondir = (gitdir / "commondir").read_text()
     result = invoke(env.request("quality", Mode.IMPLEMENTATION))
+    assert result.status is ResultStatus.ERROR and words in result.reason, result.reason
+    assert (gitdir / "commondir").read_text() == commondir
+    assert git(worktree, "symbolic-ref", "HEAD") == "refs/heads/add-login-quality"
+
+
+def test_under_taskgates_sandbox_codex_runs_without_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nested bubblewrap cannot start (taskgate's sandbox forbids new user namespaces), so
+    taskgate's confinement replaces Codex's: danger-full-access inside it, nothing staged."""
+    from taskgate.agents import sandbox
+
+    env = codex_env(tmp_path, "success")
+    request = env.request("quality", Mode.IMPLEMENTATION)
+    backend = CodexBackend.from_settings(request.settings or AgentSettings("codex"))
+    assert backend.inner(request) is backend  # sandbox = "none" in these tests
+    monkeypatch.setattr(sandbox, "choose", lambda setting: sandbox.Choice(True, bwrap="bwrap"))
+    assert backend.inner(request).sandbox == "danger-full-access"
+    read_only = replace(backend, sandbox="read-only")
+    assert read_only.inner(request) is read_only
+
+
+def test_the_message_from_the_event_stream_when_no_file(tmp_path: Path) -> None:
+    env = codex_env(tmp_path, "no_file", add_git_dir=False, shared_tmp=True)
+    request = env.request("quality", Mode.IMPLEMENTATION)
+    result = invoke(request)
     assert result.ok and result.work_remaining
     assert [c.subject for c in result.commits] == ["[agent:quality] codex change"]
     argv = json.loads((tmp_path / "log.json").read_text())["argv"]
-    assert "--add-dir" not in argv
+    assert added_dirs(argv) == [str(request.agent_dir / "codex")]  # no git dir: no commits
+    assert not any("exclude_slash_tmp" in arg for arg in argv)  # shared_tmp
 
 
 @pytest.mark.parametrize(

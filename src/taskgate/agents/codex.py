@@ -1,8 +1,11 @@
-"""The `codex` backend: Codex CLI in non-interactive mode (`codex exec`).
+"""The `codex` backend: Codex CLI in non-interactive mode (`codex exec`), verified with 0.169.0.
 
     codex exec --json --sandbox workspace-write --cd <worktree> \\
                --output-last-message <agent_dir>/<mode>-rR-aA.last-message.txt \\
-               [--add-dir <git common dir>] [--model M] [args…] -        < prompt
+               --add-dir <agent_dir>/codex [--add-dir <worktree git dir> --add-dir <objects>] \\
+               -c sandbox_workspace_write.exclude_slash_tmp=true \\
+               -c sandbox_workspace_write.exclude_tmpdir_env_var=true \\
+               [--model M] [args…] -                                   < prompt
 
 `-` reads the prompt from stdin. `--json` prints one JSON event per line (documented in
 codex-rs/exec/src/exec_events.rs):
@@ -15,9 +18,9 @@ codex-rs/exec/src/exec_events.rs):
     {"type": "turn.failed", "error": {"message": "…"}}     {"type": "error", "message": "…"}
 
 The final agent message (the `-o` file, else the last `agent_message` item) must end with the
-taskgate result object. An agent worktree keeps its git metadata in the main repository's
-`.git`, outside the workspace-write sandbox, so `--add-dir` names it (add_git_dir = false to
-leave it out); without it the agent cannot commit.
+taskgate result object. What the sandbox lets the agent write, and how it commits without any
+writable ref, is in agents/codex_sandbox.py (add_git_dir = false: implementation runs cannot
+commit; shared_tmp = true: /tmp and $TMPDIR stay writable, as Codex has them by default).
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from taskgate.agents import codex_sandbox
 from taskgate.agents.base import AgentRequest, AgentResult, error_result, parse_result_text, tail
 from taskgate.agents.command import failed_process, run_agent_process, transcript
 from taskgate.errors import UsageError
 from taskgate.fsutil import read_text
-from taskgate.git import repo as gitrepo
+from taskgate.process import Result
 
 if TYPE_CHECKING:
     from taskgate.agents.config import AgentSettings
@@ -93,6 +97,7 @@ class CodexBackend:
     sandbox: str = "workspace-write"
     model: str = ""
     add_git_dir: bool = True
+    shared_tmp: bool = False
     args: tuple[str, ...] = ()
     name: str = field(default="codex", init=False)
 
@@ -111,28 +116,73 @@ class CodexBackend:
             sandbox=sandbox,
             model=settings.text("model"),
             add_git_dir=bool(settings.options.get("add_git_dir", True)),
+            shared_tmp=bool(settings.options.get("shared_tmp", False)),
             args=settings.strings("args"),
         )
 
     def command(self, request: AgentRequest) -> list[str]:
-        """The argument list; `-` makes codex read the prompt from stdin."""
-        return self.command_in(request.worktree, _last(request))
+        """The argument list for a task run, with the writable roots of its mode."""
+        conf = self.confinement(request)
+        return self.command_in(request.worktree, _last(request), self._roots(conf, request))
 
-    def command_in(self, cwd: Path, last: Path) -> list[str]:
-        """`codex exec` working in `cwd`, writing its final message to `last`."""
+    def confinement(self, request: AgentRequest) -> codex_sandbox.Confinement:
+        """What this run may write (agents/codex_sandbox.py)."""
+        return codex_sandbox.plan(request, commit=self.add_git_dir)
+
+    def _roots(self, conf: codex_sandbox.Confinement, request: AgentRequest) -> list[str]:
+        if self.sandbox != "workspace-write":
+            return []  # read-only writes nothing; danger-full-access has no roots to add
+        return codex_sandbox.codex_args(conf, request, shared_tmp=self.shared_tmp)
+
+    def inner(self, request: AgentRequest) -> CodexBackend:
+        """The backend as it runs under taskgate's own sandbox (agents/sandbox.py), if any.
+
+        Codex's sandbox is bubblewrap too, and taskgate's forbids new user namespaces inside
+        it (`--disable-userns`): nested, every command the model runs would fail. So when
+        taskgate confines the agent, Codex runs without its own sandbox and taskgate's is the
+        boundary (same worktree, private git namespace, the report/task.md copied back).
+        """
+        from taskgate.agents import sandbox
+
+        setting = request.settings.sandbox if request.settings is not None else "auto"
+        try:
+            confined = sandbox.choose(setting).confined
+        except sandbox.SandboxUnavailable:
+            return self  # run_agent_process refuses to start the agent and says why
+        if not confined or self.sandbox == "read-only":
+            return self
+        return replace(self, sandbox="danger-full-access")
+
+    def command_in(self, cwd: Path, last: Path, extra: list[str] | None = None) -> list[str]:
+        """`codex exec` working in `cwd`, writing its final message to `last`; `-` makes codex
+        read the prompt from stdin. One-shot replies (agents/reply.py) get no extra roots."""
         cmd = [self.executable, "exec", "--json", "--sandbox", self.sandbox]
-        cmd += ["--cd", str(cwd), "--output-last-message", str(last)]
-        if self.add_git_dir:
-            cmd += ["--add-dir", str(gitrepo.discover(cwd).common_dir)]
+        cmd += ["--cd", str(cwd), "--output-last-message", str(last), *(extra or [])]
         if self.model:
             cmd += ["--model", self.model]
         return [*cmd, *self.args, "-"]
 
     def run(self, request: AgentRequest) -> AgentResult:
-        """Run `codex exec` and read the taskgate result from the final agent message."""
+        """Run `codex exec` confined to what its mode must write; read the taskgate result
+        from the final agent message."""
         last = _last(request)
         last.unlink(missing_ok=True)
-        proc = run_agent_process(request, self.command(request))
+        backend = self.inner(request)
+        if backend.sandbox != "workspace-write":
+            proc = run_agent_process(request, backend.command_in(request.worktree, last))
+            return backend._result(proc, request, last)
+        conf = backend.confinement(request)
+        problems: list[str] = []
+        try:
+            seen = codex_sandbox.prepare(conf, request)
+            cmd = backend.command_in(request.worktree, last, backend._roots(conf, request))
+            proc = run_agent_process(seen, cmd)
+        finally:
+            problems = codex_sandbox.finish(conf, request)
+        result = backend._result(proc, request, last)
+        return result.with_error("; ".join(problems)) if problems else result
+
+    def _result(self, proc: Result, request: AgentRequest, last: Path) -> AgentResult:
         failed = failed_process(proc, request, self.name)
         if failed is not None:
             return failed

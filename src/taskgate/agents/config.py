@@ -56,6 +56,7 @@ OPTIONS: dict[str, dict[str, tuple[type, ...]]] = {
         "model": (str,),
         "sandbox": (str,),
         "add_git_dir": (bool,),
+        "shared_tmp": (bool,),
     },
 }
 _TOP = {"backend", "prompts_dir", "prompts", "max_parallel", "sandbox", "sandbox_readable"}
