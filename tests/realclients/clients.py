@@ -8,7 +8,9 @@ fails (never skips) when npm is missing: `.ci/run` installs Node and npm first.
 
 `offline_env()` is the environment a client runs with: a temporary HOME, the model API on
 127.0.0.1, no telemetry, no auto-update, no non-essential traffic, temp files under the test's
-directory. `run_claude()` runs `claude -p` with the prompt on stdin and parses its result.
+directory. `offline_command()` runs it in a network namespace of its own, so nothing can reach
+the network whatever the client tries. `run_claude()` runs `claude -p` with the prompt on stdin
+and parses its result.
 """
 
 from __future__ import annotations
@@ -128,6 +130,25 @@ def offline_env(home: Path, tmp: Path, extra: dict[str, str] | None = None) -> d
     return env
 
 
+def offline_command(cmd: Sequence[str], unix_socket: str, port: int) -> list[str]:
+    """`cmd` in network and pid namespaces of its own (bubblewrap): nothing it starts can reach
+    any network; inside, socat serves 127.0.0.1:`port` from the mock's `unix_socket`, so
+    the client's ANTHROPIC_BASE_URL / model provider URL is unchanged. The namespace, socat
+    with it, ends when `cmd` exits."""
+    for tool in ("bwrap", "socat"):
+        if shutil.which(tool) is None:
+            raise ClientsUnavailable(f"{tool} is not installed (apt-get install bubblewrap socat)")
+    bridge = (
+        f"socat TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:{unix_socket} & "
+        f"for i in $(seq 500); do (: </dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; "
+        'sleep 0.01; done; exec "$@"'
+    )
+    return [
+        "bwrap", "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-net", "--unshare-pid",
+        "--die-with-parent", "bash", "-c", bridge, "offline", *cmd,
+    ]  # fmt: skip
+
+
 @dataclass
 class ClaudeRun:
     """A finished `claude -p` run."""
@@ -159,22 +180,24 @@ def run_claude(
     *,
     cwd: Path,
     home: Path,
-    base_url: str,
+    port: int,
+    unix_socket: str,
     args: Sequence[str] = (),
     env: dict[str, str] | None = None,
     permission_mode: str = "bypassPermissions",
     output: str = "json",
     timeout: float = 90,
 ) -> ClaudeRun:
-    """`claude -p --output-format OUTPUT --permission-mode MODE ARGS` with the prompt on stdin."""
-    extra = {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": "dummy-key"}
+    """`claude -p --output-format OUTPUT --permission-mode MODE ARGS` with the prompt on stdin,
+    offline: the model API is the mock's unix socket, seen inside as 127.0.0.1:`port`."""
+    extra = {"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}", "ANTHROPIC_API_KEY": "dummy-key"}
     extra.update(env or {})
     cmd = [str(claude_bin()), "-p", "--output-format", output]
     if output == "stream-json":
         cmd.append("--verbose")
     cmd += ["--permission-mode", permission_mode, *args]
     proc = subprocess.run(
-        cmd,
+        offline_command(cmd, unix_socket, port),
         input=prompt,
         cwd=cwd,
         env=offline_env(home, home.parent / (home.name + "-tmp"), extra),

@@ -18,6 +18,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
+import socketserver
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -151,7 +155,15 @@ class MockAnthropic:
         self.script(script or [])
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # The same API on a unix socket, for a client in a network namespace of its own
+        # (clients.offline_command bridges its 127.0.0.1:port to this socket).
+        self._dir = tempfile.mkdtemp(prefix="mock-anthropic-")
+        self.unix_socket = os.path.join(self._dir, "api.sock")
+        self._unix = _UnixHTTPServer(self.unix_socket, _handler(self))
+        self._threads = [
+            threading.Thread(target=server.serve_forever, daemon=True)
+            for server in (self._server, self._unix)
+        ]
 
     def script(self, script: list[Turn] | Script) -> None:
         """Replace what the model says next (a list is consumed one turn per request)."""
@@ -162,17 +174,23 @@ class MockAnthropic:
                 self._fn, self._turns = None, list(script)
 
     @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> MockAnthropic:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        for server in (self._server, self._unix):
+            server.shutdown()
+            server.server_close()
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     @property
     def main(self) -> list[Request]:
@@ -253,12 +271,19 @@ def sse_events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     yield "message_stop", {"type": "message_stop"}
 
 
+class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
 def _handler(mock: MockAnthropic) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             pass
+
+        def address_string(self) -> str:  # a unix socket's peer has no host
+            return "local"
 
         def _send_json(self, data: dict[str, Any], status: int = 200) -> None:
             raw = json.dumps(data).encode()
