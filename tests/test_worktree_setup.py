@@ -17,9 +17,15 @@ import pytest
 
 from conftest import Repo, git, make_repo
 from flow import PASSING_BUILD, agents_of, to_classified, to_complete
+from taskgate.agents.base import Mode
+from taskgate.agents.command import agent_env
+from taskgate.agents.config import parse_agents_config
+from taskgate.agents.invoke import build_request
 from taskgate.engine import worktree_files as wf
+from taskgate.engine.workspace import find_workspace
 from taskgate.engine.worktree_config import WorktreeConfig, parse_worktree
 from taskgate.errors import UsageError
+from test_agents_backends import BRIEF
 
 SECRET = "API_KEY=s3cr3t-4f9c2e71"
 TASK = "add-login"
@@ -135,6 +141,16 @@ def test_classify_prepares_every_worktree(tmp_path: Path) -> None:
     assert SECRET.encode() not in (repo.path / ".taskgate" / "state.db").read_bytes()
     skip = set(trees.values()) | {repo.path / ".git"}
     assert files_containing(repo.path / ".taskgate", SECRET.encode(), skip) == []
+
+    # the agents' processes get their worktree's block (the command/claude/codex backends)
+    ws = find_workspace(repo.path)
+    agents = parse_agents_config({}, repo.path)
+    for name, (port, index) in bases.items():
+        if name != "task":
+            request = build_request(ws, agents, BRIEF, name, Mode.REQUIREMENTS)
+            env = agent_env(request)
+            assert env["TASKGATE_PORT_BASE"] == str(port), name
+            assert env["TASKGATE_WORKTREE_INDEX"] == str(index), name
 
     # a second task, live at the same time, gets other blocks (recorded in the store)
     repo.ok("start", "fix-typo", session="s2")

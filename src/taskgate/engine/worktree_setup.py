@@ -33,7 +33,7 @@ from taskgate.errors import NeedsHuman, UsageError
 from taskgate.fsutil import atomic_write, atomic_write_json, read_json
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git, split_z
-from taskgate.process import clean_env, run
+from taskgate.process import clean_env, end_child_sessions, run
 
 if TYPE_CHECKING:
     from taskgate.engine.core import Engine
@@ -344,7 +344,11 @@ def prepare(
         from concurrent.futures import ThreadPoolExecutor  # only here: ~6 ms to import
 
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            list(pool.map(lambda o: _run_setup(engine, task, o, progress), pending))
+            try:
+                list(pool.map(lambda o: _run_setup(engine, task, o, progress), pending))
+            except BaseException:  # Ctrl-C reaches this thread only: end the commands too
+                end_child_sessions()
+                raise
     else:
         for o in pending:
             _run_setup(engine, task, o, progress)
