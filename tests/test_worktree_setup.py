@@ -200,6 +200,12 @@ def test_failing_setup_names_the_command_and_resumes(tmp_path: Path) -> None:
 def test_recover_recreates_a_deleted_worktree_ready(tmp_path: Path) -> None:
     repo = project(tmp_path / "repo", f"setup = {toml_list([MARKER_CMD])}\n")
     to_classified(repo, TASK)
+    # an agent added later gets its worktree ready too (R-AGT-16)
+    repo.ok("transition", TASK, "REQUIREMENTS", cwd=repo.worktree(TASK))
+    repo.ok("agent", "add", TASK, "performance", "--why", "login must stay fast under load")
+    added = repo.task_dir(TASK) / "agents" / "performance" / "code"
+    assert (added / ".env").read_text() == SECRET + "\n"
+    assert len((added / "setup-marker.txt").read_text().splitlines()) == 1
     agent = agents_of(repo, TASK)[0]
     path = repo.task_dir(TASK) / "agents" / agent / "code"
     before = (path / "setup-marker.txt").read_text()
@@ -373,3 +379,21 @@ def test_bench_script_runs() -> None:
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "taskgate parallel / plain ratio" in result.stdout
+
+
+def test_the_init_template_documents_a_valid_worktree_table() -> None:
+    """`taskgate init` writes [worktree] commented; uncommented, its examples parse."""
+    from taskgate.engine.config import DEFAULT_CONFIG_TEXT, parse_config
+
+    assert parse_config(DEFAULT_CONFIG_TEXT).worktree == WorktreeConfig()
+    block = DEFAULT_CONFIG_TEXT.split("# [worktree]")[1].split("\n\n")[0]
+    lines = ["[worktree]"] + [
+        line[2:] for line in block.splitlines() if line.startswith("# ") and " = " in line
+    ]
+    cfg = parse_config("\n".join(lines) + "\n").worktree
+    assert cfg.symlink == ("node_modules", ".venv") and cfg.include == (
+        ".env",
+        "config/*.local.json",
+    )
+    assert cfg.setup == (("npm", "ci"), ("python", "-m", "pip", "install", "-e", "."))
+    assert (cfg.port_start, cfg.ports_per_worktree, cfg.jobs) == (20000, 20, 0)
