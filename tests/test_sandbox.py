@@ -207,6 +207,7 @@ REFUSED = {
     "task-worktree": 'echo evil > "$TASK_WT/evil.txt"',
     "sibling-worktree": 'echo evil > "$SIBLING_WT/evil.txt"',
     "other-task-worktree": 'echo evil > "$OTHER_WT/evil.txt"',
+    "governed-marker": 'rm "$REPO/.git/taskgate-governed"',
     "git-hooks": 'echo "#!/bin/sh" > "$REPO/.git/hooks/post-commit"',
     "git-config": "git config core.hooksPath /tmp",
     "git-objects": (
@@ -233,6 +234,7 @@ def test_a_confined_agent_cannot_write_protected_places(arena: Arena, name: str)
     before.assert_unchanged()
     assert stat.S_IMODE(arena.ws.db_path.stat().st_mode) == db_mode
     assert (arena.repo.path / "taskgate.toml").is_file()
+    assert (arena.ws.common_dir / "taskgate-governed").is_file()
     assert (arena.repo.path / ".claude" / "settings.json").read_text() == '{"hooks": {}}\n'
     assert outcome(request)["mode"] == sandbox.CONFINED
     assert isinstance(result, AgentResult)

@@ -4,7 +4,9 @@ done by bench/scripted_agent.py through the `command` backend, with the real CLI
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -95,3 +97,69 @@ def git_path() -> str:
     found = shutil.which("git")
     assert found
     return found
+
+
+def trust_check(repo: Repo, task: str) -> dict[str, object]:
+    """The `trust` check of `taskgate audit TASK --json`."""
+    result = repo.run("audit", task, "--json", session="run")
+    data = result.json()
+    audit = data[0] if isinstance(data, list) else data
+    audits = audit.get("tasks", [audit]) if isinstance(audit, dict) else audit
+    checks = [c for a in audits for c in a["checks"] if c["id"] == "trust"]
+    assert len(checks) == 1, data
+    return checks[0]
+
+
+@needs_bwrap
+def test_confined_task_audit_and_status_say_how_agents_ran(tmp_path: Path) -> None:
+    repo = sample(tmp_path)
+    repo.ok("run", "add-slugify", "--yes", session="run")
+    trust = trust_check(repo, "add-slugify")
+    assert trust["passed"] and "agents ran confined" in trust["notes"]  # type: ignore[operator]
+    status = repo.ok("status", "add-slugify", "--json", session="run").json()
+    assert status["confinement"]["mode"] == "confined"
+    assert status["confinement"]["approvals_provable"] is True
+
+
+def test_unconfined_task_says_approvals_cannot_be_proven_human(tmp_path: Path) -> None:
+    repo = sample(tmp_path, "none")
+    repo.ok("run", "add-slugify", "--yes", session="run")
+    trust = trust_check(repo, "add-slugify")
+    assert trust["passed"]
+    assert any("cannot be proven human" in n for n in trust["notes"])  # type: ignore[attr-defined]
+    text = repo.ok("status", "add-slugify", session="run").out
+    assert "agents: unconfined; approvals cannot be proven human" in text
+
+
+def _approve_on_a_terminal(repo: Repo, *args: str) -> int:
+    """`taskgate approve` with stdin on a pseudo-terminal: the person's own terminal."""
+    leader, follower = os.openpty()
+    try:
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), TASKGATE_SESSION="run")
+        proc = subprocess.run(
+            [sys.executable, "-m", "taskgate", "approve", *args],
+            cwd=repo.path, env=env, stdin=follower, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.returncode
+
+
+@needs_bwrap
+def test_confined_task_holds_approvals_to_human_only_channels(tmp_path: Path) -> None:
+    repo = sample(tmp_path)
+    stopped = repo.run("run", "add-slugify", session="run")  # no TTY: stops at the plan
+    assert stopped.code == 4, stopped.out + stopped.err
+    _approve_on_a_terminal(repo, "add-slugify", "plan")
+    assert trust_check(repo, "add-slugify")["passed"]
+    stopped = repo.run("run", "add-slugify", session="run")  # stops at the change review
+    assert stopped.code == 4, stopped.out + stopped.err
+    repo.ok("present", "add-slugify", session="run")
+    repo.ok("approve", "add-slugify", "changes", session="run")  # a pipe: non-interactive
+    trust = trust_check(repo, "add-slugify")
+    assert not trust["passed"]
+    evidence = " ".join(f["evidence"] for f in trust["findings"])  # type: ignore[attr-defined]
+    assert "changes approval" in evidence and "'non-interactive'" in evidence
+    assert "plan approval" not in evidence

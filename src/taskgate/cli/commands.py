@@ -202,6 +202,9 @@ def _status_text(d: dict[str, Any]) -> str:
         lines.append(f"  -> {n['to']}: {mark}")
         lines += [f"       [{b['rule']}] {b['message']}" for b in n["blocked_by"][:3]]
     lines.append(f"  {d['recovery']}")
+    trust = d.get("confinement") or {}  # issue 14: say plainly when approvals are unprovable
+    if trust.get("note"):
+        lines.append(f"  agents: {trust['mode']}; {trust['note']}")
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@ from taskgate.engine.core import Engine
 from taskgate.engine.facts import task_path
 from taskgate.engine.flow import allowed_next
 from taskgate.errors import Corrupted
+from taskgate.protocol import confinement  # issue 14: how the agents ran
 from taskgate.store.base import StoreCorrupt
 
 __all__ = ["all_status", "recovery_hint", "task_status"]
@@ -65,6 +66,7 @@ def task_status(engine: Engine, task: str) -> dict[str, Any]:
     data["feedback"] = list(t.extra.get("feedback") or [])  # user change requests (R-INT-11)
     data["next"] = [] if t.released else allowed_next(engine, snap)
     data["recovery"] = recovery_hint(snap)
+    data["confinement"] = confinement.summary((e.kind, e.payload) for e in snap.events)
     return data
 
 

@@ -16,6 +16,10 @@ from taskgate.protocol.states import (
 
 STATE_DIR = ".taskgate"
 DB_NAME = "state.db"
+# In the common git dir: this repository is governed even when taskgate.toml and .taskgate/
+# are gone (hooks/context.py load_layout); the tasks root on its first line. Delete it to
+# stop using taskgate here.
+GOVERNED_MARKER = "taskgate-governed"
 # Written by `taskgate init` beside the store: proof that a store existed here, so a missing
 # or emptied state.db is reported as lost (exit 5), never silently replaced by a new one.
 STORE_MARKER = "store-created"
@@ -171,6 +175,10 @@ def init_files(ws: Workspace) -> list[str]:
                 handle.write("\n")
             handle.write(f"# taskgate state (taskgate init)\n{entry}\n")
         created.append(".git/info/exclude entry")
+    marker = ws.common_dir / GOVERNED_MARKER  # fail closed without the config (issue 14)
+    if not marker.is_file():
+        marker.write_text(f"{ws.tasks_root}\n", encoding="utf-8")
+        created.append(f".git/{GOVERNED_MARKER} (the repository stays guarded)")
     # changelog.md is created by the first task's archival commit (R-CMP-03): an untracked
     # copy in the main worktree would block the fast-forward merge of that commit.
     if not ws.todo_path.exists():

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 # that the two agree); taskgate.toml is parsed in full only when it sets tasks_root.
 DEFAULT_TASKS_ROOT = ".taskgate/tasks"
 STATE_DIR = ".taskgate"
+GOVERNED_MARKER = "taskgate-governed"  # engine/workspace.py: written by `taskgate init`
 
 
 class StoreUnreadable(Exception):
@@ -36,7 +37,12 @@ def load_layout(start: str) -> Layout | None:
     common_dir, repo = found
     state_dir = os.path.join(repo, STATE_DIR)
     if not os.path.exists(os.path.join(repo, "taskgate.toml")) and not os.path.isdir(state_dir):
-        return None  # taskgate was never initialised here: nothing to guard
+        try:  # `taskgate init` left a marker: still governed, fail closed (issue 14)
+            with open(os.path.join(common_dir, GOVERNED_MARKER), encoding="utf-8") as f:
+                root = f.readline().strip()
+        except OSError:
+            return None  # taskgate was never initialised here: nothing to guard
+        return Layout(repo, common_dir, state_dir, root or os.path.join(repo, DEFAULT_TASKS_ROOT))
     return Layout(repo, common_dir, state_dir, _tasks_root(repo))
 
 
@@ -105,7 +111,11 @@ def load_actor(layout: Layout, session: str, agent: str) -> Actor:
         with open(db, "rb") as handle:
             header = handle.read(16)
     except OSError:
-        raise StoreUnreadable(f"the taskgate store {db} is missing", "R-LCK-08") from None
+        raise StoreUnreadable(  # e.g. .taskgate/ deleted: still guarded (GOVERNED_MARKER)
+            f"the taskgate store {db} is missing; restore .taskgate/ and taskgate.toml (the "
+            f"repository stays guarded while .git/{GOVERNED_MARKER} exists)",
+            "R-LCK-08",
+        ) from None
     if header != b"SQLite format 3\x00":  # overwritten or truncated: never trust the snapshot
         raise StoreUnreadable(f"the taskgate store {db} is not a SQLite database", "R-LCK-08")
     found = snapshot.read(layout.state_dir, loads)

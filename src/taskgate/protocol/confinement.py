@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from taskgate.protocol.audit_records import AuditInput, CheckResult, Finding
+
 EVENT = "agent_sandbox"
 CONFINED = "confined"
 UNCONFINED = "unconfined"
@@ -35,8 +37,14 @@ def task_mode(events: Iterable[tuple[str, Mapping[str, Any]]]) -> str:
     return CONFINED if modes == {CONFINED} else UNCONFINED
 
 
-def approval_problem(mode: str, channel: str) -> str | None:
-    """Why an approval through `channel` does not hold for a task that ran in `mode`."""
+def approval_problem(mode: str, channel: str, *, auto_allowed: bool = False) -> str | None:
+    """Why an approval through `channel` does not hold for a task that ran in `mode`.
+
+    `run --yes` approvals are the person's own choice where taskgate.toml allows them
+    (allow_auto_approve; check_approvals judges them), so they are not held against it here.
+    """
+    if auto_allowed and channel.lower().startswith("automated"):
+        return None
     if mode == CONFINED and channel not in HUMAN_ONLY:
         return (
             f"came through '{channel}', which is not a channel only a person can drive; the "
@@ -44,3 +52,52 @@ def approval_problem(mode: str, channel: str) -> str | None:
             "chat (R-CKP-02)"
         )
     return None
+
+
+def check_confinement(i: AuditInput) -> CheckResult:
+    """How the task's agents ran; in a confined task only a person's channel approves, and an
+    agent's attempt to reach past its sandbox (discarded, recorded) fails the audit."""
+    mode = task_mode((e.kind, e.payload) for e in i.events)
+    findings: list[Finding] = []
+    for a in i.approvals:
+        problem = approval_problem(mode, a.provenance.strip(), auto_allowed=i.auto_approve_allowed)
+        if problem:
+            findings.append(
+                Finding(
+                    f"{a.kind} approval of {a.bound_to[:12]} at {a.approved_at} {problem}",
+                    f"present it again and have the user approve it (taskgate present {i.task})",
+                    "an approval came through a channel a program can drive",
+                )
+            )
+    for e in i.events:
+        if e.kind != EVENT:
+            continue
+        for violation in e.payload.get("violations") or ():
+            findings.append(
+                Finding(
+                    f"{e.payload.get('agent')} ({e.payload.get('agent_mode')}) at {e.at}: "
+                    f"{violation}",
+                    "look at what the agent tried (its *.output.txt) and fix its instructions",
+                    "an agent tried to change something outside its worktree and branch",
+                )
+            )
+    notes = [f"agents ran {mode}" if mode != NO_AGENTS else f"{NO_AGENTS} were started"]
+    if mode != CONFINED:
+        notes.append(UNPROVEN)
+    return CheckResult(
+        "trust",
+        "agents ran confined, and approvals came through a channel only a person can drive",
+        ("R-CKP-02", "R-WTB-02"),
+        tuple(findings),
+        tuple(notes),
+    )
+
+
+def summary(events: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """`status --json`'s "confinement": the mode, and whether approvals can be proven human."""
+    mode = task_mode(events)
+    return {
+        "mode": mode,
+        "approvals_provable": mode == CONFINED,
+        "note": "" if mode == CONFINED else UNPROVEN,
+    }
