@@ -21,6 +21,7 @@ import pytest
 
 from conftest import Repo, make_repo
 from realclients.clients import codex_bin, offline_env
+from realclients.conftest import lease, to_implementation
 from realclients.mock_openai import (
     KEY_ENV,
     MockOpenAI,
@@ -62,16 +63,20 @@ class Codex:
                                 os.environ.get("PATH", "")])  # fmt: skip
         return offline_env(self.home, self.tmp, {KEY_ENV: "not-a-real-key", "PATH": path})
 
-    def exec(self, cwd: Path, *calls: dict[str, object], prompt: str = "go") -> CodexRun:
-        """One `codex exec` whose model makes `calls` one per turn, then says done."""
+    def exec(
+        self, cwd: Path, *calls: dict[str, object], prompt: str = "go", resume: str = ""
+    ) -> CodexRun:
+        """One `codex exec` (`resume`: of that session) whose model makes `calls` one per
+        turn, then says done."""
+        already = self.mock.turns[-1].calls_made() if resume and self.mock.turns else 0
 
         def script(turn: Turn) -> list[dict[str, object]]:
-            done = turn.calls_made()
+            done = turn.calls_made() - already
             return [calls[done]] if done < len(calls) else [message("done")]
 
         self.mock.script = script
         cmd = [str(codex_bin()), "exec", "--json", "--sandbox", "danger-full-access",
-               "--cd", str(cwd), "-"]  # fmt: skip
+               "--cd", str(cwd), *(["resume", resume] if resume else []), "-"]  # fmt: skip
         proc = subprocess.run(cmd, input=prompt, env=self.env(), capture_output=True, text=True,
                               timeout=120, check=False)  # fmt: skip
         assert not self.mock.errors, self.mock.errors
@@ -88,6 +93,10 @@ class Codex:
 @pytest.fixture
 def codex(tmp_path: Path) -> Iterator[Codex]:
     home = Path(os.environ["HOME"])
+    # Codex runs commands in a login shell, whose /etc/profile resets PATH: like a person's
+    # own profile, this one puts taskgate (this checkout's) on it.
+    bin_dir = Path(sys.executable).parent
+    (home / ".profile").write_text(f'export PATH="{bin_dir}:$PATH"\n')
     with MockOpenAI(lambda turn: [message("done")]) as mock:
         codex_config(home, mock)
         yield Codex(home, tmp_path / "codex-tmp", mock)
@@ -162,6 +171,32 @@ def test_a_session_that_does_not_own_the_task_cannot_write_its_worktree(
     assert patch.startswith("Command blocked by PreToolUse hook: [R-"), patch
     assert "Process exited with code 0" in harmless
     assert not (worktree / "src" / "login.py").exists()
+
+
+def test_the_codex_session_owns_its_task_and_its_main_agent_cannot_implement(
+    codex: Codex, tmp_path: Path
+) -> None:
+    """The flow a person follows: codex started in the repository claims the task itself
+    (`taskgate start` falls back to CODEX_SESSION_ID, the id Codex hands its hooks); later, in
+    IMPLEMENTATION, the main agent's own edits to the task worktree are denied (the
+    stakeholder agents implement) and not on disk."""
+    repo = make_repo(tmp_path / "repo")
+    assert codex.taskgate(repo, "hooks", "install", "--client", "codex").returncode == 0
+    run = codex.exec(repo.path, shell(f"taskgate start {TASK}"))
+    assert run.code == 0, run.err
+    session = codex.mock.turns[-1].headers["session-id"]
+    (started,) = codex.mock.all_outputs()
+    assert "Process exited with code 0" in started, started
+    assert lease(repo) == session
+    to_implementation(repo, TASK, session=session)
+    worktree = repo.worktree(TASK)
+    patch = add_file_patch("src/auth/login.py", "def login(): ...")
+    run = codex.exec(worktree, custom_tool_call("apply_patch", patch), resume=session)
+    assert run.code == 0, run.err
+    assert codex.mock.turns[-1].headers["session-id"] == session
+    denied = codex.mock.all_outputs()[-1]
+    assert denied.startswith("Command blocked by PreToolUse hook: [R-AGT-12]"), denied
+    assert not (worktree / "src" / "auth" / "login.py").exists()
 
 
 def test_a_patch_is_judged_as_a_write_per_file() -> None:

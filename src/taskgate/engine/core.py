@@ -31,8 +31,9 @@ T = TypeVar("T")
 
 # Where the session id comes from without --session (DESIGN "Sessions"): taskgate's own variable,
 # else the one Claude Code exports to every Bash command and hook it runs (verified with
-# 2.1.332), so an agent's own `taskgate start T` names the session its hooks report.
-SESSION_VARS = ("TASKGATE_SESSION", "CLAUDE_CODE_SESSION_ID")
+# 2.1.332), else Codex's (CODEX_SESSION_ID, the session_id of its hook inputs, verified with
+# 0.169.0), so an agent's own `taskgate start T` names the session its hooks report.
+SESSION_VARS = ("TASKGATE_SESSION", "CLAUDE_CODE_SESSION_ID", "CODEX_SESSION_ID")
 
 
 def session_from_env(environ: Mapping[str, str] | None = None) -> str:
@@ -95,7 +96,7 @@ class Engine:
             raise UsageError(
                 "this command needs a session id",
                 hint="pass --session ID or set TASKGATE_SESSION (inside Claude Code, "
-                "CLAUDE_CODE_SESSION_ID is used)",
+                "CLAUDE_CODE_SESSION_ID is used; inside Codex, CODEX_SESSION_ID)",
             )
         return self.session_id
 
