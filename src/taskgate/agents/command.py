@@ -44,9 +44,10 @@ if TYPE_CHECKING:
     from taskgate.agents.config import AgentSettings
 
 # Inherited variables an agent must not see: git's (hooks export GIT_DIR …) and the
-# orchestrator's session, so that an agent cannot act as the owner of the task.
+# orchestrator's session, so that an agent cannot act as the owner of the task (taskgate also
+# takes the session from CLAUDE_CODE_SESSION_ID when `run` is started inside Claude Code).
 _STRIP_PREFIXES = ("GIT_",)
-_STRIP = {"TASKGATE_SESSION", "TASKGATE_FAILPOINT"}
+_STRIP = {"TASKGATE_SESSION", "CLAUDE_CODE_SESSION_ID", "TASKGATE_FAILPOINT"}
 
 
 def agent_env(request: AgentRequest) -> dict[str, str]:
