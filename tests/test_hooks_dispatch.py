@@ -296,10 +296,15 @@ def test_allowed_taskgate_and_git_commands(shared: Repo) -> None:
         f"taskgate status {TASK}",
         f"taskgate say {TASK} 'what is the status?'",
         f"taskgate transition {TASK} VALIDATION",
-        f"git -C {shared.worktree(TASK)} merge {TASK}-{agent}",
         f"git -C {shared.worktree(TASK)} push origin {TASK}",
+        f"git -C {shared.worktree(TASK)} log --oneline {TASK}-{agent}",
     ):
         assert bash(shared, command) == ("allow", ""), command
+    # The main agent merges its agents' work through taskgate, which re-takes the baseline
+    # of the effect check; a merge by hand would move the task branch under the check.
+    verdict, reason = bash(shared, f"git -C {shared.worktree(TASK)} merge {TASK}-{agent}")
+    assert (verdict, reason[:10]) == ("deny", "[R-AGT-12]")
+    assert f"taskgate merge {TASK}" in reason
 
 
 def test_git_commands_that_rewrite_worktree_files_are_writes(shared: Repo) -> None:
@@ -320,6 +325,13 @@ def test_git_commands_that_rewrite_worktree_files_are_writes(shared: Repo) -> No
         "git stash apply stash@{0}",
         "git reset --hard HEAD",
         "git clean -fd",
+        "git restore --staged src/app.py",  # the index is the worktree's too
+        "git checkout -b spike",  # HEAD leaves the task branch
+        "git switch -c spike",
+        "git reset HEAD~1",  # the task branch moves
+        "git reset --har HEAD",  # a prefix git accepts
+        "git add -A",
+        "git commit -qm x",
     ):
         verdict, reason = bash(shared, f"cd {tree} && {command}")
         assert (verdict, reason[:10]) == ("deny", "[R-AGT-12]"), command
@@ -328,12 +340,10 @@ def test_git_commands_that_rewrite_worktree_files_are_writes(shared: Repo) -> No
         "git status",
         "git stash list",
         "git stash show -p",
-        "git restore --staged src/app.py",
-        "git checkout -b spike",
-        "git switch -c spike",
-        "git reset HEAD~1",
         "git clean -n",
         "git diff",
+        "git log --oneline -5",
+        "/usr/bin/git status",
     ):
         assert bash(shared, f"cd {tree} && {command}") == ("allow", ""), command
     agent = agents_of(shared, TASK)[0]

@@ -152,6 +152,9 @@ class Engine:
     def step(self, task: str, body: Callable[[Tx, TaskSnapshot], T], *, owner: bool = True) -> T:
         """Run one protocol step on `task` in a single write transaction, then render views."""
         self.check_task_name(task)
+        from taskgate.hooks import quarantine  # issue 15: the effect check around each step
+
+        quarantine.before_step(self, task)
         try:
             with self.store.write() as tx:
                 snap = tx.snapshot(task)
@@ -177,6 +180,7 @@ class Engine:
         failpoints.hit("step:after-commit")
         if after is not None:
             self._refresh_views(after, force=True)
+        quarantine.after_step(self, task)
         return result
 
     def require_owner(self, row: TaskRow) -> None:

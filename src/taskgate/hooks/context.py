@@ -193,3 +193,45 @@ def _from_store(db: str) -> dict[str, Any]:
             conn.close()
     except (sqlite3.Error, ValueError, TypeError) as exc:
         raise StoreUnreadable(f"the taskgate store cannot be read: {exc}", "R-LCK-08") from exc
+
+
+# -- the session's repository, for hook calls whose cwd is outside it (issue 15) -------------
+
+
+def safe_name(session: str) -> str:
+    """A file name for a session id (ids are UUIDs; anything else is hex-encoded)."""
+    if session and len(session) <= 128 and all(c.isalnum() or c in "-_." for c in session):
+        return session.lstrip(".") or session.encode().hex()
+    return session.encode("utf-8", "replace").hex()[:200]
+
+
+def _sessions_dir() -> str:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(base, "taskgate", "sessions")
+
+
+def session_repo(session: str) -> str | None:
+    """The main worktree of the repository where `session` holds a task, as PreToolUse last
+    saw it; None when unknown. A hook cwd outside every repository is judged against it."""
+    try:
+        with open(os.path.join(_sessions_dir(), safe_name(session)), encoding="utf-8") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def remember_session(session: str, repo: str) -> None:
+    """Record where `session` holds its task (written only when it changed)."""
+    if session_repo(session) == repo:
+        return
+    directory = _sessions_dir()
+    try:
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f".{safe_name(session)}.{os.getpid()}")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(repo)
+        os.replace(tmp, os.path.join(directory, safe_name(session)))
+    except OSError:
+        pass  # a read-only home: calls from outside the repository fall back to the paths

@@ -36,28 +36,12 @@ PROTECTED_MARKERS = (
     "taskgate.toml",
     ".claude",
 )
-_CODE_WRITES = (
-    "open(",
-    "write",
-    "unlink",
-    "remove",
-    "rename",
-    "rmtree",
-    "shutil",
-    "copy",
-    "truncate",
-    "mkdir",
-    "touch",
-    "os.system",
-    "subprocess",
-    "exec",
-)
 SETTINGS_NAMES = ("settings.json", "settings.local.json")
 _GIT_GLOBAL_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})
 # The git subcommands the rules judge (hooks/gitrules.py); others need no store read.
 GIT_JUDGED = frozenset({
-    "merge", "push", "branch", "reset", "reflog", "worktree", "clean",
-    "checkout", "switch", "restore", "stash",
+    "merge", "push", "branch", "reset", "reflog", "worktree", "clean", "checkout", "switch",
+    "restore", "stash", "update-ref", "symbolic-ref", "fetch", "tag", "replace",
 })  # fmt: skip
 
 
@@ -314,31 +298,72 @@ def forbids_main_writes(t: TaskView | None) -> bool:
 # -- Bash ------------------------------------------------------------------------------------
 
 
+def guarded(actor: Actor) -> bool:
+    """True when the actor is the main agent in a state where it may not write its task's
+    worktree: programs that may write anything are denied (issue 15)."""
+    return not actor.agent and forbids_main_writes(actor.task)
+
+
+def _guard_denial(actor: Actor, what: str, hint: str) -> Verdict:
+    t = actor.task
+    assert t is not None
+    rule = _main_write("", "task-worktree", t).rule
+    return deny(
+        rule,
+        f"{what}; in {t.state} the main agent may not change the task's files "
+        f"(task '{t.name}'). {hint}",
+    )
+
+
+_READ_HINT = (
+    "Use read-only commands (git status/log/diff, grep, cat, pytest, make -n: the read list is "
+    "in docs/hooks.md) or delegate the change to a stakeholder agent"
+)
+
+
 def check_bash(analysis: Analysis, text: str, layout: Layout, actor: Actor) -> Verdict:
     """Judge a Bash command line from its analysis (shell.analyse)."""
+    if analysis.budget:
+        if _mentions_protected(text, layout) or guarded(actor):
+            return deny(
+                "R-REC-14",
+                f"{analysis.budget}; split it into smaller commands (nothing was run)",
+            )
+        return ALLOW
     for command in analysis.commands:
         verdict = check_command(command, layout, actor)
         if not verdict.allow:
             return verdict
     for path in sorted(analysis.writes):
         verdict = check_write(path, layout, actor)
+        if verdict.allow:
+            verdict = _hard_link(path, layout, actor)
         if not verdict.allow:
             return verdict
     for directory in sorted(analysis.dir_writes):
         verdict = _check_dir_write(directory, layout, actor)
         if not verdict.allow:
             return verdict
+    for tree in sorted(analysis.tree_writes):
+        verdict = check_write(os.path.join(tree, "-"), layout, actor)  # git keeps to tracked files
+        if not verdict.allow:
+            return verdict
     for target in sorted(analysis.link_targets):
         if place(os.path.realpath(target), layout)[0] in ("store", "config", "git"):
             return deny(
                 "R-LCK-09",
-                f"a symlink to {target} would let later writes reach "
+                f"a link to {target} would let later writes reach "
                 "taskgate's files; read them directly or use the taskgate CLI",
             )
+        if guarded(actor) and not check_write(target, layout, actor).allow:
+            return _guard_denial(actor, f"a link to {target} would let writes reach it", _READ_HINT)
     for code in analysis.opaque:
-        verdict = _check_opaque(code, layout, actor)
-        if not verdict.allow:
-            return verdict
+        if _mentions_protected(code, layout):
+            return deny(
+                "R-LCK-09",
+                "code that names taskgate's files counts as a write to the store; use the "
+                "taskgate CLI (taskgate status / transition)",
+            )
     for path, source in analysis.scripts:
         if _mentions_protected(source, layout):
             return deny(
@@ -346,6 +371,8 @@ def check_bash(analysis: Analysis, text: str, layout: Layout, actor: Actor) -> V
                 f"the script {path} names taskgate's files, so running it counts as a write "
                 "to the store; change task state only through the taskgate CLI",
             )
+    if analysis.unbounded and guarded(actor):
+        return _guard_denial(actor, f"{analysis.unbounded[0]}, so it may write files", _READ_HINT)
     if not analysis.complete:
         if _mentions_protected(text, layout):
             return deny(
@@ -354,13 +381,35 @@ def check_bash(analysis: Analysis, text: str, layout: Layout, actor: Actor) -> V
                 f"{analysis.problems[0]}) and names taskgate's files; use the taskgate "
                 "CLI to change task state",
             )
-        if not actor.agent and forbids_main_writes(actor.task):
-            return deny(
-                "R-AGT-12",
-                f"this command cannot be fully analysed "
-                f"({analysis.problems[0]}) and the main agent may not write now; "
-                "spell the paths out or delegate to a stakeholder agent",
+        if guarded(actor):
+            return _guard_denial(
+                actor,
+                f"this command cannot be fully analysed ({analysis.problems[0]})",
+                "Spell the paths out, or delegate to a stakeholder agent",
             )
+    return ALLOW
+
+
+def _hard_link(path: str, layout: Layout, actor: Actor) -> Verdict:
+    """A file with several names may be a hard link to a protected file."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return ALLOW
+    if st.st_nlink < 2 or not os.path.isfile(path):
+        return ALLOW
+    try:
+        db = os.stat(os.path.join(layout.state_dir, "state.db"))
+        protected = (st.st_dev, st.st_ino) == (db.st_dev, db.st_ino)
+    except OSError:
+        protected = False
+    if protected:
+        return deny("R-LCK-09", f"{path} is a hard link to taskgate's store")
+    if guarded(actor):
+        return _guard_denial(
+            actor, f"{path} has {st.st_nlink} names (a hard link may reach a protected file)",
+            _READ_HINT,
+        )  # fmt: skip
     return ALLOW
 
 
@@ -378,23 +427,6 @@ def _check_dir_write(directory: str, layout: Layout, actor: Actor) -> Verdict:
 
 def _mentions_protected(text: str, layout: Layout) -> bool:
     return any(m in text for m in PROTECTED_MARKERS) or layout.state_dir in text
-
-
-def _check_opaque(code: str, layout: Layout, actor: Actor) -> Verdict:
-    # Interpreter code cannot be analysed; treat any mention of taskgate's files as a write.
-    if _mentions_protected(code, layout):
-        return deny(
-            "R-LCK-09",
-            "inline interpreter code that names taskgate's files counts as "
-            "a write to the store; use the taskgate CLI (taskgate status / transition)",
-        )
-    if not actor.agent and forbids_main_writes(actor.task) and any(w in code for w in _CODE_WRITES):
-        return deny(
-            "R-AGT-12",
-            "inline interpreter code that may write files is implementation "
-            "work the main agent may not do now; delegate it to a stakeholder agent",
-        )
-    return ALLOW
 
 
 def check_command(command: Command, layout: Layout, actor: Actor) -> Verdict:
@@ -426,7 +458,7 @@ def split_git(argv: list[str], cwds: tuple[str, ...]) -> tuple[str, list[str], t
 
 def needs_task(analysis: Analysis) -> bool:
     """Whether judging this command line needs the session's task from the store."""
-    if analysis.writes or analysis.dir_writes or analysis.opaque or not analysis.complete:
+    if not analysis.reads_only:
         return True
     return any(
         os.path.basename(c.argv[0]) == "git" and split_git(c.argv, c.cwds)[0] in GIT_JUDGED

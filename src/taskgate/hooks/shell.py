@@ -1,12 +1,18 @@
-"""What a Bash command line may write: a small POSIX shell parser, not a grep (issue 7).
+"""What a Bash command line may write: a bounded shell analyser, not a grep (issues 7, 15).
 
-`analyse(command, cwd)` tokenises with shell quoting, splits on `&&`, `||`, `;`, `|`, `&` and
-newlines, follows `cd`, subshells, variable assignments, `bash -c`/`eval` strings and command
-substitutions, and returns every path the command may write (redirections, tee, cp/mv/rm/...,
-`sed -i`, `dd of=`), the simple commands it runs (for the git and taskgate rules), and whether
-the analysis was complete. Interpreter one-liners (`python -c`, `perl -e`, `node -e`) are
-returned as opaque code: the policy treats them as writes when they mention protected paths.
+`analyse(command, cwd)` parses the line with a real shell grammar (hooks/grammar.py), walks it
+with what can be known before it runs (the directories each command may run in, variables,
+functions, symlinks it creates) and returns every path it may write, the simple commands it
+runs (for the git and taskgate rules), and what it could not bound:
 
+- `unbounded`: programs that may write anything (unknown programs, interpreters whose code is
+  not provably read-only, `make`, scripts). The policy denies them where the actor may not
+  write (the main agent in IMPLEMENTATION, ...) and allows them elsewhere.
+- `problems` (`complete=False`): a path or a program name known only at run time.
+- `budget`: the analysis stopped at its budget (hooks/lexer.py Budget): the line is judged as
+  not analysable at all.
+
+Programs are judged by hooks/programs.py: read-only only when known to be.
 Imports stay minimal (no re, typing or dataclasses): this runs on every Bash tool call.
 """
 
@@ -14,44 +20,31 @@ from __future__ import annotations
 
 import os
 
-from taskgate.hooks.lexer import Lexer, Word
+from taskgate.hooks.grammar import Node, Parser
+from taskgate.hooks.lexer import Budget, Expander, OverBudget, Redir, Word, brace_expand, tokenize
 
-SEPARATORS = frozenset({"&&", "||", ";", "|", "|&", "&", "\n", "(", ")"})
-_WRAPPERS_WITH_ARG = {
-    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "--user", "--group"}),
-    "doas": frozenset({"-u", "-C"}),
-    "nice": frozenset({"-n", "--adjustment"}),
-    "ionice": frozenset({"-c", "-n", "-p"}),
-    "stdbuf": frozenset({"-i", "-o", "-e"}),
-    "timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
-    "env": frozenset({"-u", "--unset", "-C", "--chdir", "-S"}),
-    "time": frozenset({"-f", "-o"}),
-}
-_PLAIN_WRAPPERS = frozenset({"nohup", "command", "builtin", "exec", "then", "do", "else", "!"})
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash"})
-_INTERPRETER_FLAGS = {
-    "python": ("-c",),
-    "perl": ("-e", "-E"),
-    "node": ("-e", "-p", "--eval"),
-    "ruby": ("-e",),
-    "php": ("-r",),
-    "deno": ("eval",),
-}
-_REMOVERS = frozenset({"rm", "rmdir", "unlink", "shred", "touch", "mkdir", "mkfifo", "mknod"})
-_MODE_FIRST = frozenset({"chmod", "chown", "chgrp"})
-_SPECIAL_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
-SCRIPT_LIMIT = 256 * 1024  # larger scripts are not read: the analysis is then incomplete
+MAX_COMMAND = 256 * 1024  # characters; longer lines are over budget, never judged piecemeal
+MAX_CWDS = 16  # possible directories of one command (failing `cd`s add possibilities)
+MAX_DEPTH = 8  # nested shells, substitutions, sourced scripts and function calls
+_SPECIAL_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero"})
 
 
 class Command:
     """A simple command after wrappers were stripped, with the directories it may run in."""
 
-    __slots__ = ("argv", "cwds", "known")
+    __slots__ = ("argv", "cwds", "env", "known")
 
-    def __init__(self, argv: list[str], cwds: tuple[str, ...], known: bool) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        cwds: tuple[str, ...],
+        known: bool,
+        env: dict[str, str | None] | None = None,
+    ) -> None:
         self.argv = argv
         self.cwds = cwds
         self.known = known
+        self.env = env or {}  # assignments in front of it (GIT_DIR=...): None when unknown
 
     def __repr__(self) -> str:
         return f"Command({self.argv!r}, {self.cwds!r})"
@@ -61,6 +54,7 @@ class Analysis:
     """Everything one command line may write, and what it runs."""
 
     __slots__ = (
+        "budget",
         "commands",
         "complete",
         "dir_writes",
@@ -68,431 +62,325 @@ class Analysis:
         "opaque",
         "problems",
         "scripts",
+        "tree_writes",
+        "unbounded",
         "writes",
     )
 
     def __init__(self) -> None:
-        self.writes: set[str] = set()  # absolute paths (normalised, symlinks not resolved)
-        self.link_targets: set[str] = set()  # what new symlinks point at (writes go through)
+        self.writes: set[str] = set()  # absolute paths, symlinks resolved
+        self.link_targets: set[str] = set()  # what new links point at (writes go through)
         self.dir_writes: set[str] = set()  # "something below this directory"
+        self.tree_writes: set[str] = set()  # git changing the tracked files of this worktree
         self.commands: list[Command] = []
-        self.opaque: list[str] = []  # interpreter code we cannot analyse
-        self.scripts: list[tuple[str, str]] = []  # (path, source) of interpreter scripts run
+        self.opaque: list[str] = []  # interpreter code, for the protected-name check
+        self.scripts: list[tuple[str, str]] = []  # (path, source) of interpreter scripts
+        self.unbounded: list[str] = []  # why some program may write anything
         self.problems: list[str] = []  # why the analysis is incomplete
         self.complete = True
+        self.budget = ""  # set when the analysis ran out of budget
 
     def unknown(self, why: str) -> None:
         """Record that part of the command could not be analysed."""
         self.complete = False
-        self.problems.append(why)
+        if len(self.problems) < 20:
+            self.problems.append(why)
+
+    def may_write_anything(self, why: str) -> None:
+        """Record a program that is not known to write only what we can name."""
+        if len(self.unbounded) < 20:
+            self.unbounded.append(why)
+
+    @property
+    def reads_only(self) -> bool:
+        """True when the line provably writes no file at all."""
+        touched = self.writes or self.dir_writes or self.tree_writes or self.link_targets
+        unsure = self.unbounded or self.opaque or self.scripts or self.budget
+        return self.complete and not touched and not unsure
 
 
-class _State:
-    """Where the next command runs and which variables we know, while walking a line."""
+class State:
+    """Where the next command runs and what is known, while walking the tree."""
 
-    def __init__(self, result: Analysis, cwds: tuple[str, ...], home: str, depth: int) -> None:
+    def __init__(self, result: Analysis, cwds: tuple[str, ...], home: str, budget: Budget) -> None:
         self.result = result
         self.cwds = cwds
         self.home = home
+        self.budget = budget
         self.vars: dict[str, str] = {}
-        self.depth = depth
-        self.text = ""  # the line being walked: the code an interpreter reads from stdin
+        self.unknown_vars: set[str] = set()
+        self.functions: dict[str, Node] = {}
+        self.links: dict[str, str] = {}  # link created in this line -> what it points at
+        self.dirstack: list[tuple[str, ...]] | None = []
+        self.oldpwd: tuple[str, ...] | None = None
+        self.depth = 0
+        self.source = ""  # the line being walked: code an interpreter may read from stdin
+        self.stdin_code = ""  # a here-document or here-string feeding the current command
+        self.last_success: tuple[str, ...] | None = None  # where a `cd` leads when it succeeds
+        self.expander = Expander(self.lookup, self.substitution, home, budget)
+
+    def copy(self) -> State:
+        """A subshell's view: changes inside do not leak out."""
+        new = State.__new__(State)
+        new.__dict__.update(self.__dict__)
+        new.vars, new.unknown_vars = dict(self.vars), set(self.unknown_vars)
+        new.functions = dict(self.functions)
+        new.dirstack = None if self.dirstack is None else list(self.dirstack)
+        new.stdin_code = ""
+        new.last_success = None
+        new.expander = Expander(new.lookup, new.substitution, new.home, new.budget)
+        return new
+
+    def lookup(self, name: str) -> str | None:
+        """A variable's value when known before the line runs."""
+        if name in self.vars:
+            return self.vars[name]
+        if name in self.unknown_vars:
+            return None
+        if name == "PWD" and len(self.cwds) == 1:
+            return self.cwds[0]
+        if name == "OLDPWD" and self.oldpwd is not None and len(self.oldpwd) == 1:
+            return self.oldpwd[0]
+        if name == "HOME":
+            return self.home
+        return None
+
+    def assign(self, name: str, word: Word) -> None:
+        """A shell variable set by the line."""
+        if word.known:
+            self.vars[name] = word.text
+            self.unknown_vars.discard(name)
+        else:
+            self.vars.pop(name, None)
+            self.unknown_vars.add(name)
 
     def substitution(self, inner: str) -> None:
-        """Commands inside $(...) or backticks run too: analyse them in place."""
-        _walk(inner, self.result, self.cwds, self.home, self.depth + 1, dict(self.vars))
+        """Commands inside $(...), backticks and <(...) run too: analyse them in a subshell."""
+        walk_text(inner, self.copy())
+
+    def expand(self, raw: str) -> list[Word]:
+        """The words one raw word becomes (brace expansion may make several)."""
+        word = self.expander.expand(raw)
+        if word.glob and "{" in word.text and word.known:
+            texts = brace_expand(word.text)
+            if len(texts) > 1:
+                return [Word(t, True, any(c in t for c in "*?[")) for t in texts]
+        return [word]
+
+    # -- paths ------------------------------------------------------------------------------
 
     def paths(self, word: Word) -> list[str]:
-        """Absolute paths a word may name (globs expanded against the disk, every cwd)."""
+        """Absolute physical paths a word may name (globs expanded, every possible cwd)."""
         if not word.known:
             self.result.unknown(f"a path depends on runtime values: {word.text!r}")
             return []
+        if word.text in _SPECIAL_FILES or word.text.startswith("/dev/fd/"):
+            return []
         found: list[str] = []
         for cwd in self.cwds:
-            path = os.path.normpath(os.path.join(cwd, word.text))
-            found.append(path)
+            self.budget.spend(4)
+            joined = os.path.join(cwd, word.text)
+            found.append(self.physical(joined))
             if word.glob:
-                found.extend(_expand(path))
+                found.extend(self.physical(p) for p in _glob(joined))
         return found
 
+    def physical(self, path: str) -> str:
+        """Symlinks resolved, including links this very line creates before the write."""
+        real = os.path.realpath(path)
+        for link, target in self.links.items():
+            if real == link or real.startswith(link + os.sep):
+                return os.path.realpath(target + real[len(link) :])
+        return real
 
-def _expand(pattern: str) -> list[str]:
-    """Glob and one-level brace expansion; dotfiles included, to fail closed."""
+    def write(self, word: Word) -> None:
+        """The command writes the file `word` names."""
+        self.result.writes.update(self.paths(word))
+
+    def write_below(self, word: Word) -> None:
+        """The command may write anything below the directory `word` names."""
+        self.result.dir_writes.update(self.paths(word))
+
+
+def _glob(pattern: str) -> list[str]:
     import glob
 
-    variants = [pattern]
-    if "{" in pattern and "}" in pattern:
-        head, _, rest = pattern.partition("{")
-        body, _, tail = rest.partition("}")
-        variants = [head + part + tail for part in body.split(",")]
-    found: list[str] = []
-    for variant in variants:
-        found.append(variant)
-        found.extend(glob.glob(variant, include_hidden=True))
-    return found
+    found = glob.glob(pattern, include_hidden=True)
+    return found[:256]
 
 
-def analyse(command: str, cwd: str, *, home: str | None = None) -> Analysis:
+def analyse(
+    command: str, cwd: str, *, home: str | None = None, budget: Budget | None = None
+) -> Analysis:
     """Every path `command` may write when run in `cwd`, and the commands it runs."""
     result = Analysis()
-    _walk(command, result, (cwd,), home or os.path.expanduser("~"), 0, {})
+    budget = budget or Budget()
+    if len(command) > MAX_COMMAND:
+        result.budget = f"the command is {len(command) // 1024} KiB, beyond the analyser's budget"
+        return result
+    st = State(result, (cwd,), home or os.path.expanduser("~"), budget)
+    try:
+        walk_text(command, st)
+    except OverBudget as exc:
+        result.budget = str(exc)
+    except RecursionError:
+        result.budget = "the command nests too deeply to analyse within the hook's budget"
     return result
 
 
-def _walk(
-    text: str,
-    result: Analysis,
-    cwds: tuple[str, ...],
-    home: str,
-    depth: int,
-    variables: dict[str, str],
-) -> None:
-    if depth > 8:
-        result.unknown("shell nesting deeper than 8 levels")
+def walk_text(text: str, st: State) -> None:
+    """Parse and walk one piece of shell code in the state `st` (which it updates)."""
+    if st.depth > MAX_DEPTH:
+        st.result.unknown(f"shell nesting deeper than {MAX_DEPTH} levels")
         return
-    st = _State(result, cwds, home, depth)
-    st.vars = variables
-    st.text = text
-    stack: list[tuple[tuple[str, ...], dict[str, str]]] = []
-    words: list[Word] = []
-    redirs: list[tuple[str, Word]] = []
-    for kind, value in Lexer(text, st).tokens():
-        if kind == "word":
-            assert isinstance(value, Word)
-            words.append(value)
-        elif kind == "redir":
-            assert isinstance(value, tuple)
-            redirs.append(value)
-        else:
-            op = str(value)
-            before = st.cwds
-            _simple(st, words, redirs, op)
-            words, redirs = [], []
-            if op == "(":
-                stack.append((before, dict(st.vars)))
-            elif op == ")" and stack:
-                st.cwds, st.vars = stack.pop()
-            elif op in ("|", "|&", "&"):
-                st.cwds = before  # each side of a pipe or & runs in its own subshell
-    _simple(st, words, redirs, "\n")
-
-
-def _simple(st: _State, words: list[Word], redirs: list[tuple[str, Word]], op: str) -> None:
-    """Handle one simple command: its redirections, then what its program writes."""
-    result = st.result
-    for rop, target in redirs:
-        if ">" in rop:
-            if target.known and (
-                target.text in _SPECIAL_FILES
-                or (rop.endswith("&") and (target.text.isdigit() or target.text == "-"))
-            ):
-                continue  # 2>&1, >/dev/null: no file
-            result.writes.update(st.paths(target))
-    while words and _is_assignment(words[0].text):
-        assignment = words.pop(0)
-        name, _, value = assignment.text.partition("=")
-        if not words:  # a bare assignment sets a shell variable for later commands
-            _assign(st, name, value, assignment.known)
-    if not words:
-        return
-    _program(st, words, op)
-
-
-def _assign(st: _State, name: str, value: str, known: bool) -> None:
-    if known:
-        st.vars[name] = value
-    else:
-        st.vars.pop(name, None)  # its value is known only at run time
-
-
-def _is_assignment(text: str) -> bool:
-    name, eq, _ = text.partition("=")
-    valid = name.replace("_", "a").isalnum() and not name[:1].isdigit()
-    return bool(name and eq) and valid
-
-
-def _program(st: _State, words: list[Word], op: str) -> None:
-    result = st.result
-    words = _strip_wrappers(words)
-    if not words:
-        return
-    name = os.path.basename(words[0].text)
-    args = words[1:]
-    known = all(w.known for w in words)
-    result.commands.append(Command([w.text for w in words], st.cwds, known))
-    if not words[0].known:
-        result.unknown("the program name depends on runtime values")
-    if name in ("cd", "pushd"):
-        _cd(st, args, op)
-    elif name in ("export", "readonly", "declare", "local"):
-        for w in args:
-            if _is_assignment(w.text):
-                key, _, value = w.text.partition("=")
-                _assign(st, key, value, w.known)
-    elif name in _SHELLS or name == "eval":
-        _nested_shell(st, name, args)
-    elif name == "xargs":
-        rest = [w for w in args if not w.text.startswith("-")]
-        if rest and _writes_something(os.path.basename(rest[0].text)):
-            result.unknown("xargs passes runtime arguments to a command that writes files")
-    elif name == "find":
-        _find(st, args)
-    elif "/" in words[0].text:  # ./build.sh, tools/gen.py: a file run directly
-        _script(st, words[0], None)
-        _writer(st, name, args)
-    else:
-        _writer(st, name, args)
-
-
-def _strip_wrappers(words: list[Word]) -> list[Word]:
-    """`sudo -u x env A=b nice -n 5 cmd ...` -> `cmd ...`."""
-    while words:
-        name = os.path.basename(words[0].text)
-        if name in _PLAIN_WRAPPERS:
-            words = words[1:]
-        elif name in _WRAPPERS_WITH_ARG:
-            takes_arg = _WRAPPERS_WITH_ARG[name]
-            i = 1
-            while i < len(words):
-                t = words[i].text
-                if t in takes_arg:
-                    i += 2
-                elif t.startswith("-") or (name == "env" and _is_assignment(t)):
-                    i += 1
-                else:
-                    break
-            if name == "timeout" and i < len(words):
-                i += 1  # the duration
-            words = words[i:]
-        else:
-            return words
-    return words
-
-
-def _cd(st: _State, args: list[Word], op: str) -> None:
-    target = next((w for w in args if not w.text.startswith("-") or w.text == "-"), None)
-    if target is None:
-        new: tuple[str, ...] = (st.home,)
-    elif not target.known or target.text == "-":
-        st.result.unknown("cd to a directory known only at run time")
-        return
-    else:
-        new = tuple(os.path.normpath(os.path.join(c, target.text)) for c in st.cwds)
-    # A failing cd leaves the old directory in place unless `&&` stops the chain.
-    certain = op == "&&" or all(os.path.isdir(p) for p in new)
-    st.cwds = new if certain else tuple(dict.fromkeys(st.cwds + new))
-
-
-def _nested_shell(st: _State, name: str, args: list[Word]) -> None:
-    if name == "eval":
-        code = " ".join(w.text for w in args)
-        known = all(w.known for w in args)
-    else:
-        flag = next(
-            (
-                i
-                for i, w in enumerate(args)
-                if w.text.startswith("-") and "c" in w.text and not w.text.startswith("--")
-            ),
-            None,
-        )
-        if flag is None or flag + 1 >= len(args):
-            _stdin_code(st, args, shell=True)  # stdin, or `bash script.sh` from disk
-            return
-        code, known = args[flag + 1].text, args[flag + 1].known
-    if not known:
-        st.result.unknown(f"{name} runs code built at run time")
-    _walk(code, st.result, st.cwds, st.home, st.depth + 1, dict(st.vars))
-
-
-def _stdin_code(st: _State, args: list[Word], shell: bool) -> None:
-    """An interpreter or shell without a script operand runs code from stdin (a pipe or a
-    here-document): the whole line counts as opaque code. With one, the script is read."""
-    if any(w.text == "-m" for w in args):
-        return  # python -m MODULE runs installed code, not analysed (documented)
-    operands = _operands(args, frozenset({"-W", "-X", "-o", "-O"}))
-    if not operands or operands[0].text == "-":
-        st.result.opaque.append(st.text)
-    else:
-        _script(st, operands[0], shell)
-
-
-def _script(st: _State, word: Word, shell: bool | None) -> None:
-    """A script file the command runs: a shell script is analysed like the command line
-    itself; other interpreters' scripts are kept for the protected-path check. `shell=None`
-    decides from the #! line (a file run directly)."""
-    if not word.known:
-        st.result.unknown(f"the script to run depends on runtime values: {word.text!r}")
-        return
-    path = os.path.normpath(os.path.join(st.cwds[0], word.text))
+    parser = Parser(tokenize(text, st.budget), st.budget)
+    tree = parser.parse()
+    for problem in parser.problems[:3]:
+        st.result.unknown(f"the shell would not parse this line ({problem})")
+    saved = st.source
+    st.source = text
+    st.depth += 1
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(SCRIPT_LIMIT + 1)
-    except OSError:
-        return  # nothing to run (or a program on PATH): the shell fails the same way
-    if len(data) > SCRIPT_LIMIT or b"\0" in data:
-        st.result.unknown(f"the script {path} is too large or not text")
-        return
-    text = data.decode("utf-8", "replace")
-    if shell is None:
-        first = text.split("\n", 1)[0]
-        # "#!/bin/bash -e", "#!/usr/bin/env bash", "#!/usr/bin/env -S python3 -u"; none: sh
-        names = [os.path.basename(w) for w in first[2:].split() if not w.startswith("-")]
-        if names[:1] == ["env"]:
-            names = names[1:]
-        shell = not first.startswith("#!") or (bool(names) and names[0] in _SHELLS)
-    if shell:
-        _walk(text, st.result, st.cwds, st.home, st.depth + 1, {})
+        walk(tree, st)
+    finally:
+        st.depth -= 1
+        st.source = saved
+
+
+def walk(node: Node, st: State) -> None:
+    """Walk one syntax tree node, updating `st` as the shell would."""
+    st.budget.spend()
+    kind = node.kind
+    if kind == "list":
+        for and_or, sep in node.parts:
+            if sep == "&":
+                walk(and_or, st.copy())  # a background job runs in a subshell
+            else:
+                walk(and_or, st)
+    elif kind == "and_or":
+        _and_or(node, st)
+    elif kind == "pipeline":
+        commands = node.parts[1:]
+        if len(commands) == 1:
+            walk(commands[0], st)
+        else:
+            for part in commands:
+                walk(part, st.copy())  # each side: a subshell
+    elif kind == "simple":
+        from taskgate.hooks.commands import simple
+
+        simple(node, st)
     else:
-        st.result.scripts.append((path, text))
+        _compound(node, st)
 
 
-def _find(st: _State, args: list[Word]) -> None:
-    roots = [w for w in args if not w.text.startswith(("-", "(", ")", "!"))][:1] or [Word(".")]
-    texts = [w.text for w in args]
-    writes = "-delete" in texts or any(
-        t in ("-exec", "-execdir", "-ok") and i + 1 < len(texts) and _writes_something(texts[i + 1])
-        for i, t in enumerate(texts)
-    )
-    if writes:
-        for root in st.paths(roots[0]):
-            st.result.dir_writes.add(root)
+def _and_or(node: Node, st: State) -> None:
+    st.last_success = None
+    walk(node.parts[0], st)
+    ends = [st.cwds]
+    for op, pipeline in node.parts[1:]:
+        if op == "&&" and st.last_success is not None:
+            st.cwds = st.last_success  # `cd x && cmd`: cmd runs only where the cd led
+        st.last_success = None
+        walk(pipeline, st)
+        ends.append(st.cwds)
+    for end in ends:  # what follows runs wherever the list stopped
+        merge_cwds(st, end)
 
 
-def _writes_something(name: str) -> bool:
-    return (
-        name in _REMOVERS
-        or name in _MODE_FIRST
-        or name
-        in (
-            "cp",
-            "mv",
-            "ln",
-            "install",
-            "tee",
-            "truncate",
-            "dd",
-            "sed",
-            "perl",
-            "rsync",
-            "sh",
-            "bash",
+def merge_cwds(st: State, other: tuple[str, ...]) -> None:
+    """The next command may run in either set of directories."""
+    st.cwds = tuple(dict.fromkeys(st.cwds + other))
+    if len(st.cwds) > MAX_CWDS:
+        raise OverBudget(
+            "the command's working directory has too many possible values to analyse "
+            "within the hook's budget"
         )
-    )
 
 
-def _operands(args: list[Word], with_value: frozenset[str] = frozenset()) -> list[Word]:
-    out: list[Word] = []
-    skip = False
-    only = False
-    for w in args:
-        if skip:
-            skip = False
-        elif only or not w.text.startswith("-") or w.text == "-":
-            out.append(w)
-        elif w.text == "--":
-            only = True
-        elif w.text in with_value:
-            skip = True
-    return out
+def _compound(node: Node, st: State) -> None:
+    kind = node.kind
+    for redir in node.redirs:
+        from taskgate.hooks.commands import redirect
+
+        redirect(redir, st)
+    if kind == "group":
+        walk(node.parts[0], st)
+    elif kind == "subshell":
+        walk(node.parts[0], st.copy())
+    elif kind == "if":
+        *clauses, otherwise = node.parts
+        start = st.cwds
+        ends: list[tuple[str, ...]] = []
+        for cond, body in clauses:
+            walk(cond, st)
+            branch = st.copy()
+            walk(body, branch)
+            _absorb(st, branch)
+            ends.append(branch.cwds)
+        if otherwise is not None:
+            branch = st.copy()
+            walk(otherwise, branch)
+            _absorb(st, branch)
+            ends.append(branch.cwds)
+        for end in ends:
+            merge_cwds(st, end)
+        if st.cwds != start:
+            merge_cwds(st, start)
+    elif kind == "loop":
+        _, cond, body = node.parts
+        for _ in range(2):  # twice: a cd in the body moves the next iteration too
+            before = st.cwds
+            walk(cond, st)
+            branch = st.copy()
+            walk(body, branch)
+            _absorb(st, branch)
+            merge_cwds(st, branch.cwds)
+            if st.cwds == before:
+                break
+    elif kind == "for":
+        name, words, body = node.parts
+        for raw in words or ():
+            st.expand(str(raw))
+        if name:
+            st.assign(str(name), Word("", known=False))
+        for _ in range(2):
+            before = st.cwds
+            branch = st.copy()
+            walk(body, branch)
+            _absorb(st, branch)
+            merge_cwds(st, branch.cwds)
+            if st.cwds == before:
+                break
+    elif kind == "case":
+        subject, *arms = node.parts
+        st.expand(str(subject))
+        start = st.cwds
+        for patterns, body in arms:
+            for raw in patterns:
+                st.expand(str(raw))
+            branch = st.copy()
+            walk(body, branch)
+            _absorb(st, branch)
+            merge_cwds(st, branch.cwds)
+        merge_cwds(st, start)
+    elif kind == "function":
+        name, body = node.parts
+        st.functions[str(name)] = body
+    elif kind == "arith":
+        st.expand('"' + str(node.parts[0]) + '"')
 
 
-def _writer(st: _State, name: str, args: list[Word]) -> None:
-    result = st.result
-    base = name.rstrip("0123456789.")
-    if base in _INTERPRETER_FLAGS:
-        _interpreter(st, base, args)
-        return
-    targets: list[Word] = []
-    if name in _REMOVERS:
-        targets = _operands(args, frozenset({"-m", "--mode"}))
-    elif name in _MODE_FIRST:
-        targets = _operands(args)[1:]
-    elif name == "tee":
-        targets = _operands(args)
-    elif name == "truncate":
-        targets = _operands(args, frozenset({"-s", "--size", "-r", "--reference"}))
-    elif name in ("cp", "mv", "ln", "install", "rsync"):
-        targets = _copy_targets(st, name, args)
-        if name == "ln":
-            _link_targets(st, args)
-    elif name == "dd":
-        targets = [Word(w.text[3:], w.known, w.glob) for w in args if w.text.startswith("of=")]
-    elif name == "sed" and any(w.text.startswith(("-i", "--in-place")) for w in args):
-        ops = _operands(args, frozenset({"-e", "-f", "--expression", "--file"}))
-        has_script = any(w.text in ("-e", "-f", "--expression", "--file") for w in args)
-        targets = ops if has_script else ops[1:]
-    elif name in ("patch", "tar", "unzip", "git-apply"):
-        for cwd in st.cwds:
-            result.dir_writes.add(cwd)
-    for target in targets:
-        result.writes.update(st.paths(target))
+def _absorb(st: State, branch: State) -> None:
+    """What a branch that may or may not run leaves behind: functions it defined, and
+    variables only where both agree."""
+    st.functions.update(branch.functions)
+    for name in set(branch.vars) | branch.unknown_vars:
+        if st.vars.get(name) != branch.vars.get(name) or name in branch.unknown_vars:
+            st.vars.pop(name, None)
+            st.unknown_vars.add(name)
 
 
-def _copy_targets(st: _State, name: str, args: list[Word]) -> list[Word]:
-    with_value = frozenset({
-        "-t", "--target-directory", "-S", "--suffix", "-m", "--mode", "-o", "-g", "--owner",
-        "--group",
-    })  # fmt: skip
-    ops = _operands(args, with_value)
-    directory = next(
-        (args[i + 1] for i, w in enumerate(args[:-1]) if w.text in ("-t", "--target-directory")),
-        None,
-    )
-    if name == "install" and any(w.text in ("-d", "--directory") for w in args):
-        return ops
-    if directory is not None:
-        dest, sources = directory, ops
-    elif len(ops) >= 2 or (name == "ln" and ops):
-        dest, sources = (ops[-1], ops[:-1]) if len(ops) >= 2 else (Word("."), ops)
-    else:
-        return []
-    found = [dest]
-    # `cp a b dir/` writes dir/a and dir/b; `mv` also removes its sources.
-    found += [
-        Word(os.path.join(dest.text, os.path.basename(s.text)), dest.known and s.known)
-        for s in sources
-    ]
-    if name == "mv":
-        found += sources
-    return found
-
-
-def _link_targets(st: _State, args: list[Word]) -> None:
-    # A symlink into taskgate's files would let a later write reach them.
-    ops = _operands(args, frozenset({"-t", "--target-directory", "-S", "--suffix"}))
-    sources = ops[:-1] if len(ops) >= 2 else ops
-    link_dir = os.path.dirname(ops[-1].text) if len(ops) >= 2 else ""
-    for source in sources:
-        st.result.link_targets.update(st.paths(source))
-        if link_dir and source.known:
-            st.result.link_targets.update(st.paths(Word(os.path.join(link_dir, source.text))))
-
-
-def _interpreter(st: _State, base: str, args: list[Word]) -> None:
-    texts = [w.text for w in args]
-    flags = _INTERPRETER_FLAGS[base]
-    code_at = next(
-        (
-            i
-            for i, t in enumerate(texts)
-            if t in flags
-            or (
-                base == "perl"
-                and t.startswith("-")
-                and t[1:2] != "-"
-                and any(f[1] in t for f in flags)
-            )
-        ),
-        None,
-    )
-    if base == "perl" and any(t.startswith("-") and "i" in t[1:] for t in texts):
-        # perl -i / -pi edits the file operands in place
-        for w in _operands(args, frozenset({"-e", "-E"}))[0 if code_at is not None else 1 :]:
-            st.result.writes.update(st.paths(w))
-    if code_at is None or code_at + 1 >= len(args):
-        _stdin_code(st, args, shell=False)  # stdin, or `python tool.py` from disk
-        return
-    st.result.opaque.append(args[code_at + 1].text)
-    if not args[code_at + 1].known:
-        st.result.unknown(f"{base} code built at run time")
+def redirect_target(redir: Redir, st: State) -> list[Word]:
+    """The words a redirection's target expands to."""
+    return st.expand(redir.target)

@@ -1,0 +1,290 @@
+"""Simple commands for the Bash analyser: assignments, redirections, builtins, functions,
+wrappers and scripts; programs themselves are judged in hooks/programs.py (issue 15)."""
+
+from __future__ import annotations
+
+import os
+
+from taskgate.hooks.lexer import Redir, Word
+from taskgate.hooks.shell import MAX_DEPTH, Command, State, merge_cwds, walk, walk_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from taskgate.hooks.grammar import Node
+
+SCRIPT_LIMIT = 256 * 1024  # larger scripts are not read: the program may then write anything
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "busybox"})
+_DECLARE = frozenset({"export", "readonly", "declare", "local", "typeset"})
+_NEUTRAL = frozenset(
+    {
+        ":",
+        "true",
+        "false",
+        "set",
+        "shopt",
+        "unset",
+        "wait",
+        "jobs",
+        "disown",
+        "shift",
+        "return",
+        "exit",
+        "break",
+        "continue",
+        "ulimit",
+        "umask",
+        "hash",
+        "type",
+        "alias",
+        "unalias",
+        "echo",
+        "printf",
+        "test",
+        "[",
+        "[[",
+        "((",
+        "let",
+        "getopts",
+        "read",
+        "mapfile",
+        "readarray",
+        "history",
+        "help",
+        "times",
+        "bg",
+        "fg",
+        "suspend",
+        "caller",
+        "dirs",
+        "enable",
+        "kill",
+        "logout",
+        "complete",
+        "compgen",
+        "pwd",
+    }
+)
+
+
+def is_assignment(text: str) -> bool:
+    """`NAME=value` (also `NAME+=value`)."""
+    name, eq, _ = text.partition("=")
+    name = name.removesuffix("+")
+    return bool(eq) and name.isidentifier() and name.isascii()
+
+
+def redirect(redir: Redir, st: State) -> None:
+    """A redirection: `>`-family writes its target; here-documents may feed code to stdin."""
+    op = redir.op
+    if op.endswith(("<<", "<<-")):
+        body = redir.body or ""
+        quoted = any(q in redir.target for q in "'\"\\")
+        if not quoted:
+            st.expander.expand('"' + body.replace('"', '\\"') + '"')  # $(...) in the body runs
+        st.stdin_code = body
+        return
+    if op.endswith("<<<"):
+        st.stdin_code = st.expander.expand(redir.target).text
+        return
+    if ">" not in op:
+        return
+    for target in st.expand(redir.target):
+        if target.known and op.endswith("&") and (target.text.isdigit() or target.text == "-"):
+            continue  # 2>&1: a descriptor, no file
+        st.write(target)
+
+
+def simple(node: Node, st: State) -> None:
+    """One simple command: redirections, assignments, then the program."""
+    st.stdin_code = ""
+    for redir in node.redirs:
+        redirect(redir, st)
+    words: list[Word] = []
+    assigning = True
+    env: dict[str, str | None] = {}
+    for raw in node.parts:
+        text = str(raw)
+        if assigning and is_assignment(text):
+            name, _, value = text.partition("=")
+            word = st.expander.expand(value)
+            env[name.removesuffix("+")] = word.text if word.known else None
+            continue
+        assigning = False
+        words.extend(st.expand(text))
+    if not words:
+        for key, val in env.items():  # a bare assignment sets shell variables
+            st.assign(key, Word(val or "", val is not None))
+        return
+    run(words, st, env)
+
+
+def run(words: list[Word], st: State, env: dict[str, str | None] | None = None) -> None:
+    """Run a command given as expanded words (also for wrappers, xargs, find -exec ...)."""
+    from taskgate.hooks import programs
+
+    st.budget.spend(2)
+    env = env or {}
+    head = words[0]
+    args = words[1:]
+    result = st.result
+    result.commands.append(
+        Command([w.text for w in words], st.cwds, all(w.known for w in words), env)
+    )
+    if not head.known or (head.glob and head.text not in ("[", "[[")):
+        result.unknown("the program name depends on runtime values")
+        result.may_write_anything(f"a program named only at run time ({head.text or '$...'})")
+        return
+    name = head.text
+    base = os.path.basename(name)
+    if "/" not in name and name in st.functions:
+        _call(st, name)
+        return
+    if "/" not in name and _builtin(st, name, args, env):
+        return
+    if "/" in name and not programs.known(base):
+        script(st, head, None, args)
+        return
+    programs.judge(st, base, args, env)
+
+
+def _call(st: State, name: str) -> None:
+    if st.depth > MAX_DEPTH:
+        st.result.unknown(f"function {name} recurses deeper than {MAX_DEPTH} levels")
+        return
+    st.depth += 1
+    try:
+        walk(st.functions[name], st)
+    finally:
+        st.depth -= 1
+
+
+def _builtin(st: State, name: str, args: list[Word], env: dict[str, str | None]) -> bool:
+    """Shell builtins that change what the analyser knows; True when `name` was one."""
+    if name in ("cd", "pushd", "popd"):
+        _cd(st, name, args)
+    elif name in _DECLARE:
+        for w in args:
+            if is_assignment(w.text):
+                key, _, value = w.text.partition("=")
+                st.assign(key.removesuffix("+"), Word(value, w.known))
+            elif not w.text.startswith(("-", "+")):
+                st.assign(w.text, Word("", known=False))
+    elif name in ("read", "mapfile", "readarray", "getopts", "printf") and args:
+        if name != "printf" or args[0].text == "-v":
+            for w in args:
+                if w.text.isidentifier():
+                    st.assign(w.text, Word("", known=False))
+        return name != "printf"
+    elif name in ("source", "."):
+        if args:
+            script(st, args[0], True, args[1:], sourced=True)
+    elif name == "eval":
+        code = " ".join(w.text for w in args)
+        if not all(w.known for w in args):
+            st.result.unknown("eval runs code built at run time")
+            st.result.may_write_anything("eval of code built at run time")
+        walk_text(code, st)
+    elif name in ("exec", "command", "builtin", "nohup", "time"):
+        rest = [w for w in args if not (w.text.startswith("-") and w.text != "-")]
+        if name == "exec" and not rest:
+            return True  # exec with only redirections: already judged
+        if rest:
+            run(rest, st, env)
+    elif name == "trap":
+        if args and args[0].known and args[0].text not in ("-", "-p", "-l", ""):
+            walk_text(args[0].text, st.copy())
+        elif args and not args[0].known:
+            st.result.may_write_anything("trap with code built at run time")
+    elif name not in _NEUTRAL:
+        return False
+    return True
+
+
+def _cd(st: State, name: str, args: list[Word]) -> None:
+    physical = any(w.text == "-P" for w in args)
+    operands = [w for w in args if not w.text.startswith("-") or w.text == "-"]
+    target = operands[0] if operands else None
+    old = st.cwds
+    if name == "popd":
+        if not st.dirstack:
+            st.result.unknown("popd to a directory this line did not push")
+            return
+        new = st.dirstack.pop()
+    elif target is None:
+        if name == "pushd":
+            st.result.unknown("pushd without a directory swaps to one this line did not push")
+            return
+        new = (st.home,)
+    elif target.text == "-" and target.known:
+        if st.oldpwd is None:
+            st.result.unknown("cd - to a directory known only at run time")
+            return
+        new = st.oldpwd
+    elif not target.known:
+        st.result.unknown("cd to a directory known only at run time")
+        return
+    else:
+        joined = [os.path.join(c, target.text) for c in st.cwds]
+        new = tuple(
+            dict.fromkeys(os.path.realpath(p) if physical else os.path.normpath(p) for p in joined)
+        )
+    if name == "pushd" and st.dirstack is not None:
+        st.dirstack.append(old)
+    st.oldpwd = old
+    # A cd that may fail leaves the old directory possible; `cd x && ...` decides it.
+    if all(os.path.isdir(p) for p in new):
+        st.cwds = new
+    else:
+        st.cwds = new
+        merge_cwds(st, old)
+    st.last_success = new
+
+
+def script(
+    st: State, word: Word, shell: bool | None, args: list[Word], sourced: bool = False
+) -> None:
+    """A script the command runs: shell scripts are walked like the line; Python scripts are
+    checked like `python -c` code; anything else may write anything. `shell=None` decides
+    from the #! line (a file run directly)."""
+
+    if not word.known:
+        st.result.unknown(f"the script to run depends on runtime values: {word.text!r}")
+        st.result.may_write_anything("a script named only at run time")
+        return
+    path = os.path.realpath(os.path.join(st.cwds[0], word.text))
+    if not sourced and "/" not in word.text and shell is None:
+        path = ""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(SCRIPT_LIMIT + 1)
+    except OSError:
+        st.result.may_write_anything(f"{word.text}, a program taskgate does not know")
+        return
+    if len(data) > SCRIPT_LIMIT or b"\0" in data:
+        st.result.unknown(f"the script {path} is too large or not text")
+        st.result.may_write_anything(f"{word.text}, a program taskgate cannot read")
+        return
+    text = data.decode("utf-8", "replace")
+    if shell is None:
+        first = text.split("\n", 1)[0]
+        names = [os.path.basename(w) for w in first[2:].split() if not w.startswith("-")]
+        if names[:1] == ["env"]:
+            names = names[1:]
+        if first.startswith("#!") and names and names[0] not in _SHELLS:
+            interp = names[0].rstrip("0123456789.")
+            if interp in ("python", "pypy"):
+                from taskgate.hooks.interp import python_source
+
+                python_source(st, path, text)
+            else:
+                st.result.may_write_anything(f"{word.text}, a {names[0]} script")
+                st.result.scripts.append((path, text))
+            return
+    if st.depth > MAX_DEPTH:
+        st.result.unknown(f"scripts nested deeper than {MAX_DEPTH} levels")
+        return
+    target = st if sourced else st.copy()
+    if not sourced:
+        target.vars, target.unknown_vars = {}, set()
+    walk_text(text, target)
+    del args  # positional parameters are runtime values; words using them are unknown

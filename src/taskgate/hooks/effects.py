@@ -1,0 +1,365 @@
+"""Effects over predictions: fingerprints of a task worktree and the refs (issue 15, the net).
+
+While the main agent may not write its task's worktree (IMPLEMENTATION, a waiting checkpoint,
+REVIEW, VALIDATION outside C-27), taskgate keeps a baseline of that worktree (HEAD, branch,
+`git status --porcelain=v2 -z` with untracked files, the content hash of every dirty file) and
+of the refs it watches (main, other tasks' branches, the task's agent branches), in
+`.taskgate/effects/<session>.json`. PreToolUse writes it when missing; PostToolUse compares:
+any difference is a change nobody was allowed to make, whatever the command looked like, and
+goes to hooks/quarantine.py (moved aside into a ref, recorded, reported). Every taskgate step
+does the same check first and re-baselines after its own work (engine/core.py calls
+`before_step` / `after_step`), so a change made outside any hook is caught by the next command.
+
+The hook side imports nothing heavy: git runs through `os.posix_spawnp` with the environment
+hygiene of taskgate.process (no inherited GIT_*, LC_ALL=C, no prompts), because loading
+subprocess and the git layer would cost the hook more than the comparison itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from taskgate.hooks.policy import Actor, Layout
+
+FORMAT = 1
+DIRTY_HASH_LIMIT = 2000  # dirty files hashed by content; beyond, size and mtime stand in
+_KEEP_ENV = ("PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "XDG_CONFIG_HOME")
+
+
+# -- running git without subprocess ---------------------------------------------------------
+
+
+def run_git(
+    args: list[str], cwd: str, stdin: bytes | None = None, extra: dict[str, str] | None = None
+) -> tuple[int, bytes]:
+    """(exit code, stdout) of `git -C cwd args...`; stderr is discarded."""
+    env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith("GIT_CONFIG")}
+    env.update(LC_ALL="C", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", **(extra or {}))
+    out_r, out_w = os.pipe()
+    in_r, in_w = os.pipe() if stdin is not None else (-1, -1)
+    actions: list[tuple[Any, ...]] = [
+        (os.POSIX_SPAWN_DUP2, out_w, 1),
+        (os.POSIX_SPAWN_CLOSE, out_r),
+        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+    ]
+    if stdin is not None:
+        actions += [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_CLOSE, in_w)]
+    else:
+        actions.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0))
+    try:
+        pid = os.posix_spawnp("git", ["git", "-C", cwd, *args], env, file_actions=actions)
+    finally:
+        os.close(out_w)
+        if stdin is not None:
+            os.close(in_r)
+    if stdin is not None:
+        try:
+            os.write(in_w, stdin)  # small: a list of paths
+        finally:
+            os.close(in_w)
+    chunks = []
+    while True:
+        chunk = os.read(out_r, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(out_r)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), b"".join(chunks)
+
+
+# -- fingerprints ----------------------------------------------------------------------------
+
+
+def worktree_print(worktree: str) -> dict[str, Any] | None:
+    """HEAD, branch, status entries and dirty-file hashes of one worktree; None when it is
+    not a git worktree (gone, or never created)."""
+    code, out = run_git(
+        ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all"], worktree
+    )
+    if code != 0:
+        return None
+    head, branch = "", ""
+    entries: list[str] = []
+    dirty: list[str] = []
+    records = out.decode("utf-8", "surrogateescape").split("\0")
+    i = 0
+    while i < len(records):
+        rec = records[i]
+        i += 1
+        if not rec:
+            continue
+        if rec.startswith("# branch.oid "):
+            head = rec[13:]
+        elif rec.startswith("# branch.head "):
+            branch = rec[14:]
+        elif rec.startswith("#"):
+            continue
+        else:
+            if rec.startswith("2 "):
+                rec += "\0" + records[i]  # the rename's original path
+                i += 1
+            entries.append(rec)
+            if rec[0] in "u?" or rec.split(" ", 2)[1][1] != ".":
+                dirty.append(_path(rec))
+    return {"head": head, "branch": branch, "entries": entries, "hashes": _hashes(worktree, dirty)}
+
+
+def _hashes(worktree: str, paths: list[str]) -> dict[str, str]:
+    """git blob ids of dirty files (so a baseline can name their content), "-" if missing."""
+    import hashlib
+
+    found: dict[str, str] = {}
+    for n, path in enumerate(paths):
+        full = os.path.join(worktree, path)
+        try:
+            if os.path.islink(full):
+                data = os.readlink(full).encode("utf-8", "surrogateescape")
+            elif n >= DIRTY_HASH_LIMIT:
+                st = os.stat(full)
+                found[path] = f"stat:{st.st_size}:{st.st_mtime_ns}"
+                continue
+            else:
+                with open(full, "rb") as handle:
+                    data = handle.read()
+        except OSError:
+            found[path] = "-"
+            continue
+        found[path] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return found
+
+
+def read_refs(common_dir: str) -> dict[str, str]:
+    """Every local branch -> commit, read from the ref files (no git process)."""
+    refs: dict[str, str] = {}
+    try:
+        with open(os.path.join(common_dir, "packed-refs"), encoding="utf-8") as handle:
+            for line in handle:
+                sha, _, name = line.strip().partition(" ")
+                if name.startswith("refs/heads/") and len(sha) >= 40:
+                    refs[name[11:]] = sha
+    except OSError:
+        pass
+    heads = os.path.join(common_dir, "refs", "heads")
+    for root, _, files in os.walk(heads):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    sha = handle.read().strip()
+            except OSError:
+                continue
+            refs[os.path.relpath(path, heads)] = sha
+    return refs
+
+
+def main_branch(common_dir: str) -> str:
+    """The branch the main worktree has checked out (main), from its HEAD file."""
+    try:
+        with open(os.path.join(common_dir, "HEAD"), encoding="utf-8") as handle:
+            head = handle.read().strip()
+    except OSError:
+        return "main"
+    return head[16:] if head.startswith("ref: refs/heads/") else "main"
+
+
+def watched_refs(
+    common_dir: str, task: str, tasks: dict[str, tuple[str, ...]]
+) -> dict[str, str | None]:
+    """The refs the net watches for one task: main, other tasks' branches, its agents'."""
+    refs = read_refs(common_dir)
+    names = [main_branch(common_dir)]
+    for name, agents in tasks.items():
+        names += (
+            [name, *(f"{name}-{a}" for a in agents)]
+            if name != task
+            else [f"{name}-{a}" for a in agents]
+        )
+    return {n: refs.get(n) for n in names}
+
+
+# -- the baseline ----------------------------------------------------------------------------
+
+
+def baseline_path(state_dir: str, session: str) -> str:
+    """Where a session's baseline lives (inside the store's directory: writes are denied)."""
+    from taskgate.hooks.context import safe_name
+
+    return os.path.join(state_dir, "effects", safe_name(session) + ".json")
+
+
+def load(path: str) -> dict[str, Any] | None:
+    """A baseline, or None when absent or unreadable (then it is simply taken again)."""
+    from taskgate.hooks.jsonio import loads
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = loads(handle.read())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+
+
+def take(layout: Layout, actor: Actor, session: str) -> dict[str, Any]:
+    """The session's baseline: a marker when its main agent may write, else a fingerprint of
+    the task worktree and the watched refs (the worktree's path is derived, never stored, so
+    a copied repository compares its own)."""
+    from taskgate.hooks.policy import forbids_main_writes
+
+    task = actor.task
+    assert task is not None
+    data: dict[str, Any] = {
+        "format": FORMAT,
+        "task": task.name,
+        "state": task.state,
+        "session": session,
+        "guarded": False,
+    }
+    if not forbids_main_writes(task):
+        return data
+    tree = worktree_print(worktree_of(layout, task.name))
+    if tree is None:
+        return data
+    if tree["hashes"]:
+        _store_blobs(
+            worktree_of(layout, task.name), [p for p, h in tree["hashes"].items() if len(h) == 40]
+        )
+    data.update(
+        guarded=True, tree=tree, refs=watched_refs(layout.common_dir, task.name, actor.tasks)
+    )
+    return data
+
+
+def worktree_of(layout: Layout, task: str) -> str:
+    """The task worktree (the tasks root's layout, hooks/policy.py place)."""
+    return os.path.join(layout.tasks_root, task, "code")
+
+
+def _store_blobs(worktree: str, paths: list[str]) -> None:
+    """Keep the content of dirty files in git's object store, so a restore can bring back
+    exactly the baseline (objects only: no ref, no index change)."""
+    if paths:
+        run_git(
+            ["hash-object", "-w", "--no-filters", "--stdin-paths"],
+            worktree,
+            stdin="\n".join(paths).encode("utf-8", "surrogateescape") + b"\n",
+        )
+
+
+def save(path: str, data: dict[str, Any]) -> None:
+    """Write a baseline atomically."""
+    from taskgate.hooks.jsonio import dumps
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(dumps(data))
+    os.replace(tmp, path)
+
+
+def drop(path: str) -> None:
+    """Forget a baseline (the session's main agent may write again)."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def differences(
+    base: dict[str, Any], worktree: dict[str, Any] | None, refs: dict[str, str | None]
+) -> list[str]:
+    """What changed since the baseline, one line each (empty: nothing)."""
+    found: list[str] = []
+    old = base["tree"]
+    if worktree is not None:
+        if worktree["branch"] != old["branch"]:
+            found.append(f"HEAD switched from {old['branch']} to {worktree['branch']}")
+        elif worktree["head"] != old["head"]:
+            found.append(
+                f"{old['branch']} moved from {old['head'][:12]} to {worktree['head'][:12]}"
+            )
+        before = {_path(e): e for e in old["entries"]}
+        after = {_path(e): e for e in worktree["entries"]}
+        for path in sorted(set(before) | set(after)):
+            was, now = before.get(path), after.get(path)
+            if was == now and old["hashes"].get(path) == worktree["hashes"].get(path):
+                continue
+            if was is None:
+                found.append(f"{path}: {'created' if now and now[0] == '?' else 'changed'}")
+            elif now is None:
+                found.append(f"{path}: {'removed' if was[0] == '?' else 'restored to HEAD'}")
+            else:
+                found.append(f"{path}: changed")
+    for name, sha in sorted(base["refs"].items()):
+        now_sha = refs.get(name)
+        if now_sha != sha:
+            if now_sha is None:
+                found.append(f"branch {name} deleted (was {str(sha)[:12]})")
+            elif sha is None:
+                found.append(f"branch {name} created at {now_sha[:12]}")
+            else:
+                found.append(f"branch {name} moved from {sha[:12]} to {now_sha[:12]}")
+    return found
+
+
+def _path(entry: str) -> str:
+    kind = entry[0]
+    if kind == "?" or kind == "!":
+        return entry[2:]
+    if kind == "1":
+        return entry.split(" ", 8)[-1]
+    if kind == "2":
+        return entry.split(" ", 9)[-1].split("\0")[0]
+    return entry.split(" ", 10)[-1]
+
+
+# -- the hook side ---------------------------------------------------------------------------
+
+
+def watched(layout: Layout, session: str) -> bool:
+    """True when PreToolUse must look at the session's task: no baseline (or marker) yet."""
+    return not os.path.exists(baseline_path(layout.state_dir, session))
+
+
+def before_tool(layout: Layout, actor: Actor, session: str) -> None:
+    """PreToolUse of a session holding a task: make sure its baseline exists. From then on
+    every taskgate step keeps it current (hooks/quarantine.py after_step)."""
+    path = baseline_path(layout.state_dir, session)
+    if actor.task is None or actor.agent or os.path.exists(path):
+        return
+    save(path, take(layout, actor, session))
+
+
+def compare(layout: Layout, base: dict[str, Any]) -> list[str]:
+    """What changed since a guarded baseline (empty for a marker)."""
+    if not base.get("guarded"):
+        return []
+    tree = worktree_print(worktree_of(layout, str(base["task"])))
+    refs = read_refs(layout.common_dir)
+    return differences(base, tree, {n: refs.get(n) for n in base["refs"]})
+
+
+def after_tool(data: dict[str, Any]) -> str:
+    """PostToolUse: compare the session's baseline with now; quarantine and report any
+    difference (hooks/quarantine.py). Returns the text for the agent ("" when clean)."""
+    from taskgate.hooks.context import load_layout, session_repo
+
+    layout = load_layout(data["cwd"])
+    if layout is None:
+        repo = session_repo(data["session_id"])
+        layout = load_layout(repo) if repo else None
+    if layout is None:
+        return ""
+    path = baseline_path(layout.state_dir, data["session_id"])
+    base = load(path)
+    if base is None:
+        return ""
+    changes = compare(layout, base)
+    if not changes:
+        return ""
+    from taskgate.hooks.quarantine import handle
+
+    return handle(layout, base, path, changes, data)
