@@ -194,6 +194,9 @@ def test_the_codex_session_owns_its_task_and_its_main_agent_cannot_implement(
     run = codex.exec(worktree, custom_tool_call("apply_patch", patch), resume=session)
     assert run.code == 0, run.err
     assert codex.mock.turns[-1].headers["session-id"] == session
+    assert f"=== RESUMING TASK: {TASK} (State: IMPLEMENTATION)" in json.dumps(
+        codex.mock.turns[-1].input
+    )  # SessionStart (source resume): the hook's context reached the model
     denied = codex.mock.all_outputs()[-1]
     assert denied.startswith("Command blocked by PreToolUse hook: [R-AGT-12]"), denied
     assert not (worktree / "src" / "auth" / "login.py").exists()
