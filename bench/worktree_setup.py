@@ -241,17 +241,27 @@ def setup_main(argv: list[str]) -> int:
     base: list[float] = []
     serial: list[float] = []
     parallel: list[float] = []
-    for i in range(rounds):  # interleaved, so machine noise hits every variant alike
+
+    def plain_run(i: int) -> None:
         base.append(plain_ready(repo, f"plain-{i}", command))
         check_ready(repo, f"plain-{i}", count)
-        serial.append(ours_ready(repo, f"ready-{3 * i}", jobs=1))
-        check_ready(repo, f"ready-{3 * i}", count)
-        parallel.append(ours_ready(repo, f"ready-{3 * i + 1}", jobs=0))
-        check_ready(repo, f"ready-{3 * i + 1}", count)
+
+    def ours_run(i: int, offset: int, samples: list[float], jobs: int, linked: bool) -> None:
+        task = f"ready-{3 * i + offset}"
         saved = (repo / "taskgate.toml").read_text()
-        linked.append(ours_ready(repo, f"ready-{3 * i + 2}", jobs=0, linked=True))
-        check_ready(repo, f"ready-{3 * i + 2}", count)
+        samples.append(ours_ready(repo, task, jobs=jobs, linked=linked))
         (repo / "taskgate.toml").write_text(saved)
+        check_ready(repo, task, count)
+
+    variants = [
+        plain_run,
+        lambda i: ours_run(i, 0, serial, 1, False),
+        lambda i: ours_run(i, 1, parallel, 0, False),
+        lambda i: ours_run(i, 2, linked, 0, True),
+    ]
+    for i in range(rounds):  # interleaved and rotated, so machine noise hits all alike
+        for k in range(len(variants)):
+            variants[(i + k) % len(variants)](i)
     shutil.rmtree(repo.parent)
     shutil.rmtree(scratch)
     load = os.getloadavg()[0]
