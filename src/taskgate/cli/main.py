@@ -46,6 +46,7 @@ COMMAND_MODULES = (
     "taskgate.cli.run_cmds",
     "taskgate.cli.spec_cmds",
     "taskgate.cli.hook_cmds",
+    "taskgate.cli.violation_cmds",
     "taskgate.cli.serve_cmds",
 )
 

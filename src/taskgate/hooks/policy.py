@@ -485,6 +485,12 @@ def check_taskgate(args: list[str]) -> Verdict:
             "only the person may force-release a lock; report the stuck "
             "lock to the user and select another task (taskgate next)",
         )
+    if sub == "violations" and "--resolve" in rest:
+        return deny(
+            "R-CKP-03",
+            "only the person resolves a change the effect check moved aside; tell the user "
+            "what happened and let them run 'taskgate violations' themselves",
+        )
     if sub == "hooks" and rest[1:2] and rest[1] != "status":
         return deny("R-CKP-02", "the hooks are the person's settings; ask the user to change them")
     if sub == "say" and len(rest) >= 3 and _is_approval(" ".join(rest[2:])):

@@ -338,13 +338,38 @@ def _restore_ref(layout: Layout, name: str, old: str | None, new: str | None, re
 # -- resolution -------------------------------------------------------------------------------
 
 
-def open_violations(events: list[tuple[str, dict[str, Any], str]]) -> list[dict[str, Any]]:
-    """Violations (kind, payload, at) not yet resolved by a person, oldest first."""
+def violations(engine: Engine, task: str) -> list[dict[str, Any]]:
+    """Every effect violation of the task, oldest first, with `resolved` set."""
+    snap = engine.require_snapshot(task)
     found: dict[str, dict[str, Any]] = {}
-    for kind, payload, at in events:
-        if kind == EVENT:
-            found[str(payload.get("id"))] = {**payload, "at": at}
-        elif kind == RESOLVED:
-            for qid in payload.get("ids", []):
-                found.pop(str(qid), None)
+    for e in snap.events:
+        if e.kind == EVENT:
+            found[str(e.payload.get("id"))] = {**e.payload, "at": e.at, "resolved": False}
+        elif e.kind == RESOLVED:
+            for qid in e.payload.get("ids", []):
+                if str(qid) in found:
+                    found[str(qid)]["resolved"] = True
     return list(found.values())
+
+
+def resolve(engine: Engine, task: str, ids: list[str], reason: str) -> list[str]:
+    """The person resolves violations (`all` for every open one); returns the ids resolved."""
+    from taskgate.errors import UsageError
+
+    open_ids = [str(v["id"]) for v in violations(engine, task) if not v["resolved"]]
+    chosen = open_ids if ids == ["all"] else ids
+    unknown = [i for i in chosen if i not in open_ids]
+    if unknown:
+        raise UsageError(
+            f"no open effect violation {', '.join(unknown)} on task '{task}'",
+            hint=f"'taskgate violations {task}' lists them",
+        )
+    if not chosen:
+        return []
+
+    def body(tx: Tx, snap: TaskSnapshot) -> None:
+        engine.event(tx, task, RESOLVED, {"ids": chosen, "reason": reason})
+        engine.touch(tx, snap)
+
+    engine.step(task, body, owner=False)
+    return chosen

@@ -32,6 +32,7 @@ from taskgate.protocol.audit_records import (
     is_source_file,
 )
 from taskgate.protocol.confinement import check_confinement
+from taskgate.protocol.effect_checks import check_effect_violations
 from taskgate.protocol.states import MIN_REPORT_BYTES, ChangeType, RiskLevel, State
 from taskgate.protocol.transitions import lookup, next_on_path
 from taskgate.protocol.workflow import state_path
@@ -394,6 +395,7 @@ PURE_CHECKS: tuple[Callable[[AuditInput], CheckResult], ...] = (
     check_agents_completed,
     check_main_agent_did_not_implement,
     check_confinement,  # protocol/confinement.py (issue 14)
+    check_effect_violations,  # protocol/effect_checks.py (issue 15)
 )
 
 
