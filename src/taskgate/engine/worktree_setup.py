@@ -110,7 +110,8 @@ class Outcome:
     @property
     def changed(self) -> bool:
         """True when this call did anything worth an audit event."""
-        return self.placed is not None or bool(self.ran)
+        placed = self.placed
+        return bool(self.ran) or (placed is not None and bool(placed.paths() or placed.skipped))
 
 
 def record_dir(ws: Workspace, task: str, agent: str | None) -> Path:
