@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import signal
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,6 +16,7 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
+from conftest import SRC
 from taskgate.server import secret
 from taskgate.server.app import build_app
 from taskgate.server.context import Server, ServerContext
@@ -83,3 +88,79 @@ def fingerprint(repo: Path) -> str:
     finally:
         conn.close()
     return hashlib.sha256(dump.encode()).hexdigest()
+
+
+@dataclass
+class Running:
+    """A real `taskgate serve` process."""
+
+    proc: subprocess.Popen[str]
+    base: str
+    token: str
+    state_dir: Path
+
+    def login_url(self) -> str:
+        """The URL the person's terminal would show."""
+        return f"{self.base}/login?token={self.token}"
+
+    def stop(self) -> int:
+        """Ctrl-C, as the person would; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        return self.proc.returncode
+
+
+def start_server(
+    repo: Path, state_dir: Path, *extra: str, env: dict[str, str] | None = None
+) -> Running:
+    """Start `taskgate serve --port 0` for `repo` and wait for its address."""
+    full_env = {**os.environ, "PYTHONPATH": str(SRC), **(env or {})}
+    full_env.pop("TASKGATE_SESSION", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "taskgate", "--repo", str(repo), "serve", "--port", "0",
+         "--state-dir", str(state_dir), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    match = re.search(r"dashboard at (http://[^/\s]+)/", first)
+    if match is None:
+        proc.kill()
+        raise AssertionError(
+            f"serve did not start: {first}{proc.stderr.read() if proc.stderr else ''}"
+        )
+    [secret_file] = list(state_dir.glob("serve/*/secret"))
+    return Running(proc, match.group(1), secret_file.read_text().strip(), state_dir)
+
+
+class Browserless:
+    """A tiny HTTP client with a cookie jar (stdlib only), for the real-server tests."""
+
+    def __init__(self, base: str) -> None:
+        import http.cookiejar
+        import urllib.request
+
+        self.base = base
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+
+    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+        """GET; returns (status, body)."""
+        import urllib.error
+        import urllib.request
+
+        request = urllib.request.Request(self.base + path, headers=headers or {})
+        try:
+            with self.opener.open(request, timeout=30) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def cookie_header(self) -> str:
+        """The Cookie header value the jar would send."""
+        return "; ".join(f"{c.name}={c.value}" for c in self.jar)

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from flow import PASSING_BUILD, to_awaiting, to_synthesis
-from server_helpers import BASE, dashboard, fingerprint
 
 from conftest import SRC, Repo, make_repo
+from flow import PASSING_BUILD, to_awaiting, to_synthesis
+from server_helpers import BASE, dashboard, fingerprint
 
 TASK = "add-login"
 

@@ -169,13 +169,25 @@ def api_board(request: Request) -> Response:
 # -- task ----------------------------------------------------------------------------------------
 
 
+def _read_snapshot(engine: Any, name: str) -> Any:
+    """One consistent read of the task; a page view never re-renders views (writes nothing)."""
+    from taskgate.errors import Corrupted
+    from taskgate.store.base import StoreCorrupt
+
+    try:
+        with engine.store.read() as tx:
+            return tx.snapshot(name)
+    except StoreCorrupt as exc:
+        raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
+
+
 def _task_record(server: Server, task: str) -> tuple[dict[str, Any] | None, str, str]:
     """(record, timeline svg, not-started html); raises UsageError for unknown tasks."""
     from taskgate.engine.lifecycle import availability
 
     with server.ctx.reading() as engine:
         name = engine.check_task_name(task)
-        snap = engine.snapshot(name)
+        snap = _read_snapshot(engine, name)
         if snap is None:
             entry = next((a for a in availability(engine) if a.name == name), None)
             if entry is None:

@@ -127,6 +127,23 @@ def login_url(base: str, token: str) -> str:
     return f"{base}/login?token={token}"
 
 
+def _uvicorn_server() -> type[Any]:
+    import uvicorn
+
+    class Stoppable(uvicorn.Server):
+        """Ends the live streams first, so a Ctrl-C shutdown is not held up by open pages."""
+
+        def __init__(self, config: uvicorn.Config, hub: Any) -> None:
+            super().__init__(config)
+            self._hub = hub
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            self._hub.publish(None)
+            super().handle_exit(sig, frame)
+
+    return Stoppable
+
+
 def serve(
     options: ServeOptions,
     *,
@@ -172,6 +189,7 @@ def serve(
             )
             + "\n",
         )
+        _Uvicorn = _uvicorn_server()
         config = uvicorn.Config(
             app,
             log_level="warning",
@@ -182,7 +200,9 @@ def serve(
         )
         try:
             announce(base, token)
-            uvicorn.Server(config).run(sockets=[sock, *extra_sockets])
+            _Uvicorn(config, hub).run(sockets=[sock, *extra_sockets])
+        except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown
+            pass
         finally:
             info_path(directory).unlink(missing_ok=True)
             sock.close()

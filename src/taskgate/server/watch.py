@@ -145,6 +145,7 @@ class Watcher:
         probe: Probe | None = None
         token: object = None
         seqs: dict[str, int] = {}
+        lost = False
         while not self._stop.is_set():
             try:
                 if probe is None:
@@ -159,12 +160,19 @@ class Watcher:
                     seqs = fresh
                     self._hub.version += 1
                     self._hub.publish({"v": self._hub.version, "tasks": changed, "at": time.time()})
-            except sqlite3.Error:
-                self.errors += 1  # store busy or being replaced: probe again from scratch
+            except Exception:  # store busy, locked or replaced: probe again from scratch
+                self.errors += 1
                 if probe is not None:
-                    probe.close()
+                    with contextlib.suppress(Exception):
+                        probe.close()
                 probe = None
-                self._stop.wait(0.5)
+                lost = True
+                self._stop.wait(0.2)
+                continue
+            if lost:  # changes made while the probe was down were not seen: refresh all
+                lost = False
+                self._hub.version += 1
+                self._hub.publish({"v": self._hub.version, "tasks": [], "at": time.time()})
             self._stop.wait(self._interval)
         if probe is not None:
             probe.close()

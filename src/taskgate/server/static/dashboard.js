@@ -11,6 +11,7 @@
   var busy = false;
   var again = false;
   var connectedOnce = false;
+  var failures = 0;
 
   function setLive(text, cls) {
     if (!live) return;
@@ -70,10 +71,18 @@
     fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (r) {
         if (r.status === 401) { setLive("logged out", "off"); throw new Error("401"); }
+        if (!r.ok) throw new Error("HTTP " + r.status);
         return r.text();
       })
-      .then(apply)
-      .catch(function () {})
+      .then(function (html) { apply(html); failures = 0; })
+      .catch(function (err) {
+        // The store may be mid-step or the server busy: try again shortly, never give up
+        // silently on a stale page (a few tries, then the live badge says so).
+        if (String(err && err.message) === "401") return;
+        failures += 1;
+        if (failures <= 20) setTimeout(refresh, Math.min(250 * failures, 2000));
+        else setLive("stale: reload the page", "off");
+      })
       .then(function () {
         busy = false;
         if (again) { again = false; refresh(); }
