@@ -279,7 +279,8 @@ CATALOG = {
 
 def codex_config(home: Path, mock: MockOpenAI, *, catalog: Path | None = None) -> Path:
     """Write `$HOME/.codex/config.toml`: the mock as the only model provider (Responses wire
-    API, loopback), no login, no update check, no analytics or feedback upload, no web search.
+    API, loopback), no login, no update check, no plugin marketplaces, no analytics or feedback
+    upload, no web search.
 
     Top-level keys come before any table (a key after `[x]` belongs to `x`, and Codex then
     silently falls back to the OpenAI provider). `catalog` is where the model catalog is
@@ -299,6 +300,10 @@ def codex_config(home: Path, mock: MockOpenAI, *, catalog: Path | None = None) -
         'approval_policy = "never"\n'
         "check_for_update_on_startup = false\n"
         'web_search = "disabled"\n'
+        # The plugin marketplaces are looked up on github.com and chatgpt.com at start-up
+        # (strace shows the DNS queries); with these off Codex 0.169 connects to nothing but
+        # the mock.
+        "\n[features]\nplugins = false\nremote_plugin = false\n"
         "\n[analytics]\nenabled = false\n"
         "\n[feedback]\nenabled = false\n"
         "\n[model_providers.taskgate-mock]\n"
