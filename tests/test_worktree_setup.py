@@ -10,6 +10,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -397,3 +398,38 @@ def test_the_init_template_documents_a_valid_worktree_table() -> None:
     )
     assert cfg.setup == (("npm", "ci"), ("python", "-m", "pip", "install", "-e", "."))
     assert (cfg.port_start, cfg.ports_per_worktree, cfg.jobs) == (20000, 20, 0)
+
+
+def test_concurrent_tasks_never_share_a_port_block(tmp_path: Path) -> None:
+    """Four sessions start and classify four tasks at the same time: every worktree's index
+    (and so its block of ports) is unique, as recorded in the store and seen by setup."""
+    todo = "# Tasks\n\n" + "".join(
+        f"## task-{i}: Task {i}\n- Purpose: p\n- Scope: s\n- Components: c\n- Risk: MEDIUM\n\n"
+        for i in range(4)
+    )
+    repo = make_repo(
+        tmp_path / "r", todo=todo, config=f"[worktree]\nsetup = {toml_list([MARKER_CMD])}\n"
+    )
+    errors: list[str] = []
+
+    def run(i: int) -> None:
+        task, session = f"task-{i}", f"s{i}"
+        for args, cwd in ((("start", task), None), (("classify", task), repo.worktree(task))):
+            result = repo.run(*args, session=session, cwd=cwd)
+            if result.code != 0:
+                errors.append(f"{task}: {result.err}")
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    seen: dict[str, str] = {}
+    for i in range(4):
+        for name, wt in worktrees(repo, f"task-{i}").items():
+            line = (wt / "setup-marker.txt").read_text().strip()
+            seen[f"task-{i}/{name}"] = line.split()[1]
+    assert len(seen) >= 12 and len(set(seen.values())) == len(seen), seen
+    recorded = [s for e in store_events(repo, "worktree_ports") for s in e["slots"].values()]
+    assert sorted(str(s["index"]) for s in recorded) == sorted(seen.values())
