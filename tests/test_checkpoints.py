@@ -382,3 +382,29 @@ def test_automated_approval_needs_the_repository_opt_in(repo: Repo) -> None:
     finally:
         engine.close()
     assert row.provenance == "automated --yes"
+
+
+def test_plans_read_right_for_any_language() -> None:
+    """Issue 17: counts and rows from the actual plan, owners in their own column, one agent
+    label per phase, success criteria from the configured validation commands (no Java)."""
+    from taskgate.agents.artifacts import plan_section
+    from taskgate.agents.base import TaskBrief
+    from taskgate.protocol.presentation import required_criteria
+
+    brief = TaskBrief("docs-x", "Document x", files=("docs/guide.md",))
+    plan = plan_section(brief, ("architect",), "architect", set(), [])
+    task_md = "# docs-x: Document x\n\n" + plan
+    required = required_criteria([["python", "-m", "pytest", "-q"]])
+    view = parse_plan(task_md, ("architect",), required)
+    assert [(f.path, f.change, f.owner) for f in view.files] == [
+        ("docs/guide.md", "Create", "architect")
+    ]
+    text = render_plan(view, task="docs-x", title="Document x", risk_level="LOW",
+                       agents=("architect",), task_md_path="task.md")  # fmt: skip
+    assert "**Files to create**: 1 file" in text and "**Files to modify**: 0 files" in text
+    assert "(none)" not in text
+    assert "| `docs/guide.md` | implementation | Create | architect |" in text
+    assert "(Agent: architect) (Agent: architect)" not in text
+    assert text.count("(Agent: architect)") == 1
+    assert "Checkstyle" not in text and "PMD" not in text
+    assert "- [ ] `python -m pytest -q` passes" in text

@@ -327,7 +327,7 @@ def plan_section(
         "### Success Criteria",
         "",
         "- Build passes with zero test failures.",
-        "- Checkstyle and PMD pass with zero violations (or the configured linters).",
+        "- The configured validation commands pass.",
         f"- Every planned file carries `{marker(brief.name)}`.",
         "",
     ]

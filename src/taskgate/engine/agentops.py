@@ -266,3 +266,22 @@ def partial_report(engine: Engine, snap: TaskSnapshot) -> PartialReport:
         timeout_min=cfg.agent_timeout_minutes,
         max_retries=cfg.max_agent_retries,
     )
+
+
+def reset_retries(engine: Engine, task: str, *, why: str) -> list[str]:
+    """A person fixed what made agents fail (configuration, environment): their retry counts
+    start again (R-AST-07 counts attempts at one cause). Audited as `retries_reset`."""
+
+    def body(tx: Tx, snap: TaskSnapshot) -> list[str]:
+        reset = []
+        for name in snap.task.required_agents:
+            row = snap.agent(name)
+            if row is not None and (row.retry_count or row.status in ("ERROR", "BLOCKED")):
+                tx.put_agent(replace(row, retry_count=0, status=None, updated_at=engine.now()))
+                reset.append(name)
+        if reset:
+            engine.event(tx, task, "retries_reset", {"agents": reset, "why": why})
+            engine.touch(tx, snap)
+        return reset
+
+    return engine.step(task, body)

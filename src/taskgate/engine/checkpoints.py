@@ -186,9 +186,10 @@ def _plan(engine: Engine, snap: TaskSnapshot) -> tuple[str, str, dict[str, Any]]
             [Violation("R-DOC-11", f"plan lacks: {', '.join(missing)}")],
             hint="add the missing plan components to task.md, then present again",
         )
-    from taskgate.protocol.presentation import parse_plan, render_plan  # only when presenting
+    from taskgate.protocol.presentation import parse_plan, render_plan, required_criteria
 
-    view = parse_plan(text, t.required_agents)
+    required = required_criteria(engine.ws.config.validation.commands)
+    view = parse_plan(text, t.required_agents, required)
     if view.problems:
         raise Refused("the plan cannot be presented", view.problems, hint=view.problems[0].hint)
     rendered = render_plan(

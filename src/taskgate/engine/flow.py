@@ -136,9 +136,13 @@ def refuse_while_pending(snap: TaskSnapshot) -> None:
 
 
 def transition(
-    engine: Engine, task: str, target_text: str, *, reason: str = ""
+    engine: Engine, task: str, target_text: str, *, reason: str = "", feedback: bool = True
 ) -> TransitionResult:
-    """`taskgate transition T STATE`: the guarded move; nothing changes when refused."""
+    """`taskgate transition T STATE`: the guarded move; nothing changes when refused.
+
+    A backward move's reason is feedback for the agents' next prompts (issue 17), unless the
+    caller (`run`) already recorded richer feedback for the same move (`feedback=False`).
+    """
     try:
         target = State.parse(target_text)
     except ValueError as exc:
@@ -161,7 +165,24 @@ def transition(
 
     def body(tx: Tx, snap: TaskSnapshot) -> TransitionResult:
         checked(snap)
-        return apply_transition(engine, tx, snap, target, reason=reason, pushed=pushed)
+        changes: dict[str, Any] = {}
+        row = transitions.lookup(current_state(snap.task), target)
+        if feedback and row is not None and row.backward and reason.strip():
+            entry = {
+                "at": engine.now(),
+                "kind": "transition",
+                "text": reason.strip(),
+                "agents": [],
+                "from_state": snap.task.state,
+                "to_state": target.value,
+            }
+            changes["extra"] = {
+                **snap.task.extra,
+                "feedback": [*(snap.task.extra.get("feedback") or []), entry],
+            }
+        return apply_transition(
+            engine, tx, snap, target, reason=reason, pushed=pushed, **changes
+        )  # fmt: skip
 
     return engine.step(task, body)
 

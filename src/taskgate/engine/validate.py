@@ -1,14 +1,27 @@
-"""`taskgate validate`: run the configured build on the task branch and record it (RULES §11)."""
+"""`taskgate validate`: run the configured build on the task branch and record it (RULES §11).
+
+The commands run without a shell in the task worktree. Where taskgate knows the runner it asks
+for a machine-readable report as well (pytest `--junitxml`, `go test -json`, jest `--json`)
+and reads the JUnit XML that Maven surefire and Gradle write; the reports decide which tests
+failed and which files they name (protocol/testreports.py), the exit code whether it failed
+(R-VAL-02). The record carries the test counts (R-VAL-01, R-AUD-04) and the failures.
+"""
 
 from __future__ import annotations
 
+import json
+import tempfile
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from taskgate.engine.core import Engine, current_state
-from taskgate.engine.worktree_setup import worktree_env
 from taskgate.errors import Refused
 from taskgate.git import repo as gitrepo
 from taskgate.process import clean_env, run
+from taskgate.protocol import testreports as tr
 from taskgate.protocol.buildfail import BuildFailure, classify_failure
 from taskgate.protocol.states import State
 from taskgate.protocol.violations import Violation
@@ -16,6 +29,14 @@ from taskgate.store.base import Tx
 from taskgate.store.records import TaskSnapshot, ValidationRow
 
 _TAIL = 4000
+# JUnit XML that build tools write on their own (Maven surefire/failsafe, Gradle).
+_XML_GLOBS = (
+    "target/surefire-reports/*.xml",
+    "*/target/surefire-reports/*.xml",
+    "target/failsafe-reports/*.xml",
+    "build/test-results/*/*.xml",
+    "*/build/test-results/*/*.xml",
+)
 
 
 @dataclass(frozen=True)
@@ -25,6 +46,81 @@ class ValidationResult:
     row: ValidationRow
     failure: BuildFailure | None
     output: str
+    report: tr.TestReport | None = None
+
+
+@dataclass(frozen=True)
+class _Instrumented:
+    argv: tuple[str, ...]
+    kind: str  # "junit" | "go-json" | "jest-json" | ""
+    report: Path | None
+
+
+def _is_pytest(cmd: Sequence[str]) -> bool:
+    names = [Path(c).name for c in cmd[:4]]
+    return any(n in ("pytest", "py.test") for n in names) or (
+        "-m" in cmd[:3] and "pytest" in cmd[:4]
+    )
+
+
+def instrument(cmd: Sequence[str], report_dir: Path, index: int) -> _Instrumented:
+    """`cmd` with the flag that makes its runner write a report taskgate reads, if known."""
+    argv = tuple(cmd)
+    if _is_pytest(argv) and not any(a.startswith(("--junitxml", "--junit-xml")) for a in argv):
+        path = report_dir / f"junit-{index}.xml"
+        return _Instrumented((*argv, f"--junitxml={path}"), "junit", path)
+    if len(argv) >= 2 and Path(argv[0]).name == "go" and argv[1] == "test":
+        return _Instrumented(argv if "-json" in argv else (*argv[:2], "-json", *argv[2:]),
+                             "go-json", None)  # fmt: skip
+    if any(Path(a).name == "jest" for a in argv[:3]) and "--json" not in argv:
+        path = report_dir / f"jest-{index}.json"
+        return _Instrumented((*argv, "--json", f"--outputFile={path}"), "jest-json", path)
+    return _Instrumented(argv, "", None)
+
+
+def _go_text(stdout: str) -> str:
+    """What `go test` would have printed: the Output fields of its -json events."""
+    parts = []
+    for line in stdout.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            parts.append(line + "\n")
+            continue
+        if isinstance(event, dict) and event.get("Action") in ("output", "build-output"):
+            parts.append(str(event.get("Output", "")))
+    return "".join(parts)
+
+
+def _read_reports(
+    how: _Instrumented, stdout: str, text: str, root: Path, since: float
+) -> list[tr.TestReport]:
+    reports: list[tr.TestReport] = []
+    try:
+        if how.kind == "go-json":
+            reports.append(tr.parse_go_json(stdout, root=str(root)))
+        elif how.report is not None and how.report.is_file():
+            body = how.report.read_text(encoding="utf-8", errors="replace")
+            parse = tr.parse_jest_json if how.kind == "jest-json" else tr.parse_junit_xml
+            reports.append(parse(body, root=str(root)))
+    except ValueError:
+        pass  # a report that does not parse: the text below still counts
+    for pattern in _XML_GLOBS if not reports else ():
+        for path in sorted(root.glob(pattern))[:200]:
+            try:
+                if path.stat().st_mtime >= since:
+                    reports.append(
+                        tr.parse_junit_xml(
+                            path.read_text(errors="replace"), root=str(root), runner="surefire"
+                        )
+                    )
+            except (OSError, ValueError):
+                continue
+    if not reports:
+        parsed = tr.parse_text(text, root=str(root))
+        if parsed is not None:
+            reports.append(parsed)
+    return reports
 
 
 def validate(engine: Engine, task: str) -> ValidationResult:
@@ -49,19 +145,32 @@ def validate(engine: Engine, task: str) -> ValidationResult:
     if head is None:
         raise Refused("the task worktree is missing", [], hint=f"taskgate recover {task}")
     timeout = engine.ws.config.validation.timeout_minutes * 60
-    ports = worktree_env(engine.ws, task, None)  # issue 21: the task worktree's port block
     outputs: list[str] = []
     code = 0
+    timed_out = False
     ran: list[str] = []
-    for cmd in commands:
-        result = run(cmd, cwd=worktree, env=clean_env(ports), timeout=timeout)
-        ran.append(" ".join(cmd))
-        outputs.append(f"$ {' '.join(cmd)}\n{result.stdout}{result.stderr}")
-        if not result.ok:
-            code = result.returncode
-            break  # R-VAL-02: a non-zero exit is a build failure
+    reports: list[tr.TestReport] = []
+    with tempfile.TemporaryDirectory(prefix="taskgate-reports-") as tmp:
+        for index, cmd in enumerate(commands):
+            how = instrument(cmd, Path(tmp), index)
+            started = time.time() - 1  # file times have a coarse resolution on some systems
+            result = run(how.argv, cwd=worktree, env=clean_env(), timeout=timeout)
+            ran.append(" ".join(cmd))
+            stdout = _go_text(result.stdout) if how.kind == "go-json" else result.stdout
+            text = f"{stdout}{result.stderr}"
+            outputs.append(f"$ {' '.join(cmd)}\n{text}")
+            reports += _read_reports(how, result.stdout, text, worktree, started)
+            if not result.ok:
+                code = result.returncode
+                timed_out = result.timed_out
+                break  # R-VAL-02: a non-zero exit is a build failure
     output = "\n".join(outputs)
-    failure = classify_failure(output) if code else None
+    report = tr.merge(reports)
+    failure = (
+        classify_failure(output, report, timed_out=timed_out, signal=code, root=str(worktree))
+        if code
+        else None
+    )
 
     def body(tx: Tx, current: TaskSnapshot) -> ValidationRow:
         if current_state(current.task) is not State.VALIDATION:
@@ -77,20 +186,21 @@ def validate(engine: Engine, task: str) -> ValidationResult:
             failure_class=failure.type.value if failure else "",
         )
         tx.add_validation(row)
-        engine.event(
-            tx,
-            task,
-            "validation",
-            {
-                "command": row.command,
-                "result": "SUCCESS" if row.success else "FAILURE",
-                "exit_code": code,
-                "head_sha": head,
-                "failure_class": row.failure_class,
-                "responsible": failure.responsible if failure else None,
-            },
-        )
+        payload: dict[str, Any] = {
+            "command": row.command,
+            "result": "SUCCESS" if row.success else "FAILURE",
+            "exit_code": code,
+            "head_sha": head,
+            "failure_class": row.failure_class,
+            "responsible": failure.responsible if failure else None,
+            "timed_out": timed_out,
+        }
+        if report is not None:  # R-VAL-01 / R-AUD-04: test counts with every build
+            payload["tests"] = report.to_json()
+        if failure is not None and failure.failures and report is None:
+            payload["tests"] = {"failures": [f.to_json() for f in failure.failures[:50]]}
+        engine.event(tx, task, "validation", payload)
         engine.touch(tx, current)
         return row
 
-    return ValidationResult(engine.step(task, body), failure, output)
+    return ValidationResult(engine.step(task, body), failure, output, report)

@@ -53,3 +53,54 @@ def feedback_for(snap: TaskSnapshot, agent: str, *, since: str = "") -> tuple[st
         if not targets or agent in targets:
             result.append(f"{entry.get('kind', 'note')}: {entry.get('text', '')}")
     return tuple(result)
+
+
+# Why `run` stopped on purpose (issue 17); `taskgate recover` names it and the next command.
+STOP_CAUSES = (
+    "build-escalation",  # a build failure no agent can be given (R-VAL-08)
+    "build-retries",  # BUILD_RECOVERY_MAX_ITER recovery iterations used up (R-VAL-09)
+    "agent-retries",  # an agent failed its retries (R-AST-07)
+    "agent-blocked",  # an agent asked for a human decision (R-AST-12)
+    "misconfiguration",  # an agent could not even be started (missing executable)
+    "merge-conflicts",  # agent branches keep conflicting
+    "no-progress",  # implementation rounds without finishing
+    "post-merge-build",  # the build on main failed after the merge (R-CMP-08)
+    "agent-escaped",  # an agent wrote outside its worktree (R-WTB-02)
+    "review",  # no review decision could be collected
+    "plan",  # no plan could be written
+)
+
+
+def record_stop(engine: Engine, task: str, cause: str, issue: str, next_command: str) -> None:
+    """Record a deliberate stop: the cause, what happened and what the person runs next."""
+
+    def body(tx: Tx, snap: TaskSnapshot) -> None:
+        entry = {
+            "cause": cause,
+            "state": snap.task.state,
+            "issue": issue[:2000],
+            "next": next_command,
+            "at": engine.now(),
+        }
+        engine.event(tx, task, "run_stopped", entry)
+        engine.touch(tx, snap, extra={**snap.task.extra, "last_stop": entry})
+
+    engine.step(task, body)
+
+
+def take_stop(engine: Engine, task: str) -> dict[str, Any] | None:
+    """The stop a new run resumes from (cleared and audited as `run_resumed`), if any."""
+    stop = engine.require_snapshot(task).task.extra.get("last_stop")
+    if not isinstance(stop, dict):
+        return None
+
+    def body(tx: Tx, snap: TaskSnapshot) -> None:
+        engine.event(tx, task, "run_resumed", {"cause": stop.get("cause"), "stopped_at":
+                                               stop.get("at")})  # fmt: skip
+        extra = {k: v for k, v in snap.task.extra.items() if k != "last_stop"}
+        if stop.get("cause") in ("build-retries", "build-escalation"):
+            extra["build_iterations"] = 0  # the person fixed the cause: a fresh budget
+        engine.touch(tx, snap, extra=extra)
+
+    engine.step(task, body)
+    return stop

@@ -146,6 +146,8 @@ class AgentPool:
             )
         escaped = result.meta.get("escaped") if not result.ok else None
         if escaped:
+            notes.record_stop(self.engine, self.task, "agent-escaped",
+                              f"{agent} changed {escaped}", f"git -C {escaped} status")  # fmt: skip
             raise NeedsHuman(
                 escalation_message(
                     self.task,
@@ -180,6 +182,10 @@ class AgentPool:
             if escalate or blocked:
                 snap = self.engine.require_snapshot(self.task)
                 names = [line.agent for line in escalate + blocked]
+                notes.record_stop(
+                    self.engine, self.task, "agent-retries" if escalate else "agent-blocked",
+                    report.recommendation, f"taskgate run {self.task}",
+                )  # fmt: skip
                 raise NeedsHuman(
                     escalation_message(
                         self.task,
@@ -201,5 +207,31 @@ class AgentPool:
             # not running any more, so it is re-invoked rather than waited for (R-AST-06 note).
             todo = [line.agent for line in report.lines if line.condition != "COMPLETE"]
             retry = [a for a in todo if (row := snap.agent(a)) is not None and row.status]
-            for agent, result in self.invoke_all(snap, todo, mode, retry=retry).items():
+            results = self.invoke_all(snap, todo, mode, retry=retry)
+            for agent, result in results.items():
                 self.record(agent, result)
+            self.stop_if_misconfigured(results)
+
+    def stop_if_misconfigured(self, results: dict[str, AgentResult]) -> None:
+        """An agent that cannot even be started is a configuration error: retrying it changes
+        nothing, so the person hears of it at the first attempt (issue 17)."""
+        broken = {a: r for a, r in results.items() if not r.ok and r.exit_code == 127}
+        if not broken:
+            return
+        snap = self.engine.require_snapshot(self.task)
+        issue = "; ".join(f"{a}: {r.reason}" for a, r in broken.items())
+        notes.record_stop(self.engine, self.task, "misconfiguration", issue,
+                          f"taskgate run {self.task}")  # fmt: skip
+        raise NeedsHuman(
+            escalation_message(
+                self.task,
+                issue=f"agent command not runnable: {issue}",
+                state=snap.task.state,
+                attempts="one: a missing executable is not retried",
+                impact=f"{', '.join(broken)} cannot work on the task",
+                option1="Fix [agents] in taskgate.toml (command, PATH), then "
+                f"taskgate run {self.task}",
+                option2="Choose another backend for these agents",
+            ),
+            hint=f"after fixing taskgate.toml: taskgate run {self.task}",
+        )

@@ -18,6 +18,7 @@ class Timeline:
     invocations: int = 0
     retries: int = 0
     rounds: int = 0
+    builds: int = 0  # full validation runs (each costs the person the suite's run time)
     commits: list[str] = field(default_factory=list)
     _current: tuple[str, str, float] | None = None
 
@@ -47,7 +48,7 @@ class Timeline:
         lines.append(
             f"  total {time.monotonic() - self.started:.2f} s; {self.invocations} agent "
             f"invocations, {self.retries} retries, {self.rounds} implementation rounds, "
-            f"{len(self.commits)} commits on main"
+            f"{self.builds} validation runs, {len(self.commits)} commits on main"
         )
         return "\n".join(lines)
 
@@ -60,6 +61,7 @@ class Timeline:
             "invocations": self.invocations,
             "retries": self.retries,
             "rounds": self.rounds,
+            "builds": self.builds,
             "commits": self.commits,
         }
 

@@ -18,13 +18,11 @@ from taskgate.agents.config import AgentsConfig
 from taskgate.agents.invoke import brief_from_todo
 from taskgate.engine import agentops, checkpoints, flow
 from taskgate.engine.core import Engine
-from taskgate.engine.validate import validate
-from taskgate.errors import NeedsHuman
+from taskgate.errors import NeedsHuman, Refused
 from taskgate.orchestrator import notes
 from taskgate.orchestrator.approver import Approver, resume_hint
 from taskgate.orchestrator.pool import AgentPool
 from taskgate.orchestrator.progress import Progress
-from taskgate.protocol.buildfail import FailureType
 from taskgate.protocol.escalation import escalation_message
 from taskgate.protocol.states import Decision, State
 from taskgate.store.records import TaskSnapshot
@@ -49,6 +47,14 @@ class Runner:
 
     def run(self) -> str:
         """Run to CLEANUP and return the final state; NeedsHuman at checkpoints and escalations."""
+        stop = notes.take_stop(self.engine, self.task)
+        if stop is not None:  # the person dealt with the cause: resume with fresh budgets
+            from taskgate.engine import agentops
+
+            self.progress.emit("resume", self.task, f"resuming after {stop.get('cause')}",
+                               cause=stop.get("cause"))  # fmt: skip
+            if stop.get("cause") in ("agent-retries", "agent-blocked", "misconfiguration"):
+                agentops.reset_retries(self.engine, self.task, why=f"resumed after {stop['cause']}")
         for _ in range(200):  # a bound, so a bug can never spin forever
             snap = self.engine.require_snapshot(self.task)
             state = State(snap.task.state)
@@ -81,8 +87,10 @@ class Runner:
             self.engine, self.task, self.brief, self.progress, self.agents, self.parallel
         )
 
-    def _move(self, target: State, reason: str = "") -> None:
-        result = flow.transition(self.engine, self.task, target.value, reason=reason)
+    def _move(self, target: State, reason: str = "", *, feedback: bool = True) -> None:
+        result = flow.transition(
+            self.engine, self.task, target.value, reason=reason, feedback=feedback
+        )
         self.progress.emit(
             "transition",
             self.task,
@@ -117,6 +125,7 @@ class Runner:
         if snap.active_approval("plan") is not None:
             self._after_plan_approval(snap)
             return
+        self._missing_reports(snap)
         task_md = self.engine.ws.task_md(self.task)
         text = task_md.read_text(encoding="utf-8") if task_md.exists() else ""
         plan_feedback = [
@@ -131,6 +140,26 @@ class Runner:
         self.progress.finish()  # the prompt gets a clean line
         decision = self.approver.decide(self.task, "plan", shown.text)
         self._apply_decision("plan", decision)
+
+    def _missing_reports(self, snap: TaskSnapshot) -> None:
+        """Agents added in SYNTHESIS (a raised risk) write their requirements first (R-DOC-09)."""
+        from taskgate.fsutil import file_size
+        from taskgate.protocol.taskmd import report_problem
+
+        for agent in snap.task.required_agents:
+            if report_problem(file_size(self.engine.ws.report_path(self.task, agent))) is None:
+                continue
+            result = self.pool.invoke_one(snap, agent, Mode.REQUIREMENTS, label="requirements")
+            if not result.ok:
+                raise self._escalation(
+                    cause="agent-retries",
+                    issue=f"{agent} (added in SYNTHESIS) wrote no requirements: {result.reason}",
+                    state="SYNTHESIS",
+                    attempts="one invocation",
+                    impact="the plan cannot be approved without every agent's report (R-DOC-09)",
+                    option1=f"Write {self.engine.ws.report_path(self.task, agent)} yourself",
+                    option2="Fix the agent's configuration and resume",
+                )
 
     def _write_plan(self, snap: TaskSnapshot) -> None:
         architect = (
@@ -147,6 +176,7 @@ class Runner:
                 return
             self.progress.emit("agent-result", self.task, f"{architect}: {result.reason}")
         raise self._escalation(
+            cause="plan",
             issue=f"the plan could not be written: {result.reason}",
             state="SYNTHESIS",
             attempts="synthesis re-invoked up to the retry limit",
@@ -155,11 +185,13 @@ class Runner:
             option2="Clarify the task in todo.md",
         )
 
-    def _escalation(self, *, hint: str = "", **fields: str) -> NeedsHuman:
-        """The D-REC-3 message for the person (R-REC-16); resuming is `taskgate run T`."""
-        return NeedsHuman(
-            escalation_message(self.task, **fields), hint=hint or f"taskgate run {self.task}"
-        )
+    def _escalation(self, *, cause: str, hint: str = "", **fields: str) -> NeedsHuman:
+        """The D-REC-3 message for the person (R-REC-16), with the cause recorded for
+        `taskgate recover`; resuming is `taskgate run T`."""
+        message = escalation_message(self.task, **fields)
+        notes.record_stop(self.engine, self.task, cause, fields.get("issue", ""),
+                          f"taskgate run {self.task}")  # fmt: skip
+        return NeedsHuman(message, hint=hint or f"taskgate run {self.task}")
 
     def _apply_decision(self, kind: str, decision: Any) -> None:
         if decision.action == "stop":
@@ -186,9 +218,9 @@ class Runner:
 
     def _reopen_agents(self) -> None:
         """After a backward move into IMPLEMENTATION every agent gets another round."""
-        notes.set_extra(
-            self.engine, self.task, "round_started", feedback_since="", impl_round=self._round() + 1
-        )
+        # The round counter already points at the next round (set when a round ends), so a
+        # change request starts exactly one new round (issue 17: it used to consume two).
+        notes.set_extra(self.engine, self.task, "round_started", feedback_since="")
 
     def _round(self) -> int:
         return int(self.engine.require_snapshot(self.task).task.extra.get("impl_round", 1))
@@ -211,6 +243,7 @@ class Runner:
             )
             if not result.ok:
                 raise self._escalation(
+                    cause="misconfiguration" if result.exit_code == 127 else "agent-retries",
                     issue=f"the documentation change failed: {result.reason}",
                     state="SYNTHESIS",
                     attempts="one invocation",
@@ -220,7 +253,42 @@ class Runner:
                 )
             self._merge(["architect"])
             notes.set_extra(self.engine, self.task, "skip_path_change", skip_path_done=True)
+        if self._raise_if_code():
+            return
         self._move(State.AWAITING_USER_APPROVAL)
+
+    def _raise_if_code(self) -> bool:
+        """R-WFV-08: a skip-path change that touches more than documentation raises the risk
+        (R-WFV-11) before it can reach the change review; the loop then follows the new path."""
+        from taskgate.engine import reclassify
+
+        snap = self.engine.require_snapshot(self.task)
+        code = reclassify.needs_raise(self.engine, snap)
+        if not code:
+            return False
+        shown = ", ".join(code[:5])
+        record = reclassify.raise_risk(
+            self.engine,
+            self.task,
+            reason=f"the change touches {shown}, which is not documentation (R-WFV-08)",
+            by="taskgate",
+        )
+        self.progress.emit(
+            "risk-raised",
+            self.task,
+            f"risk {record['from']} -> {record['to']}: the change touches {shown}",
+            **{k: record[k] for k in ("from", "to", "agents_added")},
+        )
+        if record["agents_added"]:  # the plan is approved again with them (R-AGT-19)
+            notes.add_feedback(
+                self.engine,
+                self.task,
+                "plan",
+                f"the risk was raised to {record['to']} because the change touches {shown}; "
+                f"plan its implementation, validation and review with the agents "
+                f"{', '.join(record['agents_added'])} added",
+            )
+        return True
 
     def _merge(self, agents: Sequence[str]) -> list[str]:
         """Merge agent branches into T (R-WTB-06); returns the agents whose merge conflicted."""
@@ -257,6 +325,7 @@ class Runner:
         round_no = self._round()
         if round_no > MAX_IMPLEMENTATION_ROUNDS:
             raise self._escalation(
+                cause="no-progress",
                 issue=f"{round_no - 1} implementation rounds without finishing",
                 state="IMPLEMENTATION",
                 attempts="every round re-invoked the agents with work left",
@@ -269,6 +338,7 @@ class Runner:
         agents = pending + remaining
         retry = [a for a in pending if (row := snap.agent(a)) is not None and row.status]
         results = self.pool.invoke_all(snap, agents, Mode.IMPLEMENTATION, retry=retry)
+        self.pool.stop_if_misconfigured(results)
         ok = [a for a, r in results.items() if r.ok]
         conflicts = self._merge(ok) if ok else []
         for agent, result in results.items():
@@ -302,6 +372,7 @@ class Runner:
             )
             if count >= MAX_MERGE_CONFLICT_ROUNDS:
                 raise self._escalation(
+                    cause="merge-conflicts",
                     issue=f"merge conflicts in {count} rounds: {', '.join(conflicts)}",
                     state="IMPLEMENTATION",
                     attempts="agents were rebased and re-invoked",
@@ -311,58 +382,9 @@ class Runner:
                 )
 
     def _on_validation(self, snap: TaskSnapshot) -> None:
-        result = validate(self.engine, self.task)
-        if result.row.success:
-            self.progress.emit("build", self.task, f"build passed ({result.row.command})")
-            self._move(State.REVIEW)
-            return
-        failure = result.failure
-        assert failure is not None
-        iterations = int(snap.task.extra.get("build_iterations", 0)) + 1
-        limit = self.engine.ws.config.protocol.build_recovery_iterations
-        self.progress.emit("build", self.task, f"build failed: {failure.type} ({failure.detail})")
-        if failure.type is FailureType.UNKNOWN or iterations > limit:  # R-VAL-08, R-VAL-09
-            raise self._escalation(
-                issue=f"the build fails ({failure.type}): {failure.detail}",
-                state="VALIDATION",
-                attempts=f"{iterations - 1} recovery iterations (R-VAL-09)",
-                impact="the task branch does not build",
-                option1="Fix the build on the task branch, then taskgate run",
-                option2="Adjust [validation] commands",
-                hint=f"output tail:\n{result.output[-1500:]}",
-            )
-        # R-VAL-10: `run` has no main agent that edits code, so the main-agent fix classes go
-        # to the stakeholder whose domain they are (C-27 keeps such fixes out of IMPLEMENTATION).
-        owner = {"main": "architect" if failure.type is FailureType.COMPILATION else "style"}.get(
-            failure.responsible, failure.responsible
-        )
-        agents = tuple(a for a in (owner,) if a in snap.task.required_agents) or (
-            snap.task.required_agents
-        )
-        notes.add_feedback(
-            self.engine,
-            self.task,
-            "build",
-            f"{failure.type} failure: {failure.detail}\n{result.output[-1500:]}",
-            agents=agents,
-            build_iterations=iterations,
-        )
-        self._move(
-            State.IMPLEMENTATION,
-            reason=f"build failure ({failure.type}) re-delegated to {', '.join(agents)} (C-49)",
-        )
-        for agent in agents:  # the responsible agents get another round; the others are done
-            agentops.set_status(
-                self.engine,
-                self.task,
-                agent,
-                "COMPLETE",
-                message="build failure to fix",
-                work_remaining=True,
-            )
-        for agent in snap.task.required_agents:
-            if agent not in agents:
-                agentops.set_status(self.engine, self.task, agent, "COMPLETE", work_remaining=False)
+        from taskgate.orchestrator.building import on_validation
+
+        on_validation(self, snap)
 
     def _on_review(self, snap: TaskSnapshot) -> None:
         head_verdicts = {v.agent for v in snap.verdicts if v.round == self._review_round(snap)}
@@ -392,6 +414,7 @@ class Runner:
         missing = [a for a in snap.task.required_agents if a not in verdicts]
         if missing:
             raise self._escalation(
+                cause="review",
                 issue=f"no review decision from {', '.join(missing)}",
                 state="REVIEW",
                 attempts="one review invocation each",
@@ -485,5 +508,10 @@ class Runner:
     def _on_complete(self, snap: TaskSnapshot) -> None:
         from taskgate.engine.cleanup import cleanup
 
-        cleanup(self.engine, self.task)
+        try:
+            cleanup(self.engine, self.task)
+        except (Refused, NeedsHuman) as exc:  # R-CMP-08: the build on main failed, or a loss
+            notes.record_stop(self.engine, self.task, "post-merge-build", str(exc),
+                              f"taskgate cleanup {self.task}")  # fmt: skip
+            raise
         self.progress.emit("cleanup", self.task, "worktrees and branches removed")

@@ -14,11 +14,16 @@ from dataclasses import dataclass, field
 from taskgate.protocol import taskmd
 from taskgate.protocol.violations import Violation
 
-# R-DOC-13: always among the success criteria, verbatim.
-REQUIRED_CRITERIA = (
-    "Build passes with zero test failures",
-    "Checkstyle and PMD pass with zero violations",
-)
+# R-DOC-13: always among the success criteria. The seeds' second line names Java's linters
+# ("Checkstyle and PMD pass with zero violations"); taskgate states the configured validation
+# commands instead (required_criteria), so a plan reads right in any language.
+REQUIRED_CRITERIA = ("Build passes with zero test failures",)
+
+
+def required_criteria(commands: Sequence[Sequence[str]] = ()) -> tuple[str, ...]:
+    """R-DOC-13 for this repository: zero test failures, and each validation command passes."""
+    return (*REQUIRED_CRITERIA, *(f"`{' '.join(c)}` passes" for c in commands))
+
 
 # Plan sub-headings -> the summary part they feed; the first matching spelling wins, so the
 # specific spellings come before the general ones ("files to create/modify" before "files").
@@ -64,10 +69,12 @@ class FileEntry:
     path: str
     purpose: str
     change: str  # "Create", "Modify" or what the plan's table says
+    owner: str = ""  # the agent the plan names for this file, if any
 
     def to_json(self) -> dict[str, str]:
         """JSON shape for `present --json`."""
-        return {"path": self.path, "purpose": self.purpose, "change": self.change}
+        return {"path": self.path, "purpose": self.purpose, "change": self.change,
+                "owner": self.owner}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -167,19 +174,61 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
+_EMPTY_CELLS = {"", "-", "—", "(none)", "none", "n/a", "_(none)_"}
+
+
+def _columns(header: list[str]) -> dict[str, int]:
+    """Which column holds the path, the purpose, the change kind and the owner."""
+    roles: dict[str, int] = {}
+    for index, cell in enumerate(c.lower() for c in header):
+        role = next(
+            (r for r, words in (("path", ("file", "path")), ("owner", ("owner", "agent")),
+                                ("change", ("action", "kind", "type", "create")),
+                                ("purpose", ("purpose", "change", "description", "what")))
+             if any(w in cell for w in words)),
+            None,
+        )  # fmt: skip
+        if role == "purpose" and "purpose" in roles and "change" in cell:
+            role = "change"  # "| File | Purpose | Changes |": the third column says how
+        if role and role not in roles:
+            roles[role] = index
+    roles.setdefault("path", 0)
+    roles.setdefault("purpose", 1)
+    return roles
+
+
+def _cell(cells: list[str], roles: dict[str, int], role: str) -> str:
+    index = roles.get(role)
+    return cells[index].strip() if index is not None and index < len(cells) else ""
+
+
 def _files(text: str, change: str) -> list[FileEntry]:
     entries: list[FileEntry] = []
+    roles: dict[str, int] | None = None
     for line in text.splitlines():
         stripped = line.strip()
         if stripped.startswith("|"):
             cells = _cells(stripped)
-            if not cells or set(cells[0]) <= set("-: ") or cells[0].lower().startswith("file"):
-                continue  # the table's separator or header row
-            path = cells[0].strip("`")
-            purpose = cells[1] if len(cells) > 1 else ""
-            kind = cells[2] if len(cells) > 2 else change
-            entries.append(FileEntry(path, purpose, kind))
+            if not cells or set("".join(cells)) <= set("-: "):
+                continue  # the separator row
+            if roles is None:
+                roles = _columns(cells)
+                if any(w in cells[roles["path"]].lower() for w in ("file", "path")):
+                    continue  # the header row
+            path = _cell(cells, roles, "path").strip("`")
+            if path.lower() in _EMPTY_CELLS:
+                continue  # a placeholder row such as "| (none) | | |"
+            kind = _cell(cells, roles, "change")
+            entries.append(
+                FileEntry(
+                    path,
+                    _cell(cells, roles, "purpose"),
+                    kind if kind.lower().startswith(("create", "modify", "delete")) else change,
+                    _cell(cells, roles, "owner").strip("`"),
+                )
+            )
             continue
+        roles = None
         match = _ITEM_RE.match(line)
         if not match:
             continue
@@ -190,7 +239,10 @@ def _files(text: str, change: str) -> list[FileEntry]:
             continue
         path = pathlike.group(1) if ticked else pathlike.group(0)
         rest = item[pathlike.end() :].strip(" \t:-—–()`")
-        entries.append(FileEntry(path, rest, change))
+        tag = _AGENT_TAG_RE.search(rest)
+        owner = tag.group(1).strip() if tag else ""
+        rest = _AGENT_TAG_RE.sub("", rest).strip(" \t:-—–()`")
+        entries.append(FileEntry(path, rest, change, owner))
     return entries
 
 
@@ -213,8 +265,12 @@ def _test_count(text: str) -> int:
     return len(names) if names else len(_items(text))
 
 
-def parse_plan(task_md: str, agents: Sequence[str] = ()) -> PlanView:
-    """Sort task.md's plan into the summary's parts; note gaps (R-DOC-12) and R-DOC-14."""
+def parse_plan(
+    task_md: str, agents: Sequence[str] = (), required: Sequence[str] = REQUIRED_CRITERIA
+) -> PlanView:
+    """Sort task.md's plan into the summary's parts; note gaps (R-DOC-12) and R-DOC-14.
+
+    `required` are the success criteria every plan gets (R-DOC-13; see required_criteria)."""
     plan = taskmd.plan_section(task_md) or ""
     parts = split_plan(plan)
     top = _level2_sections(task_md)
@@ -230,7 +286,7 @@ def parse_plan(task_md: str, agents: Sequence[str] = ()) -> PlanView:
     phases = _phases(parts.get("phases", ""), agents)
     criteria = _items(parts.get("criteria", ""))
     lowered = [c.lower() for c in criteria]
-    criteria += [c for c in REQUIRED_CRITERIA if not any(c.lower() in x for x in lowered)]
+    criteria += [c for c in required if not any(c.lower().strip("`") in x for x in lowered)]
     warnings = [
         f"the plan has no {label} (R-DOC-12)"
         for part, label in (
@@ -310,13 +366,25 @@ def render_plan(
     if p.get("scope"):
         lines += ["", p["scope"]]
     lines += ["", "### Key Design Decisions", _or_missing(p.get("decisions")), ""]
-    lines += ["### Files to Create/Modify", "| File Path | Purpose | Changes |", "|---|---|---|"]
-    lines += [f"| `{f.path}` | {f.purpose or '-'} | {f.change} |" for f in view.files]
+    owners = any(f.owner for f in view.files)
+    lines += [
+        "### Files to Create/Modify",
+        "| File Path | Purpose | Changes |" + (" Owner |" if owners else ""),
+        "|---|---|---|" + ("---|" if owners else ""),
+    ]
+    lines += [
+        f"| `{f.path}` | {f.purpose or '-'} | {f.change} |"
+        + (f" {f.owner or '-'} |" if owners else "")
+        for f in view.files
+    ]
+    if not view.files:
+        lines.append("_(the plan lists no files)_")
     lines += ["", "### Key API Signatures", _or_missing(p.get("api")), ""]
     lines += ["### Behavioral Summary", _or_missing(p.get("behavior")), ""]
     lines.append("### Implementation Phases")
     lines += [
-        f"{ph.number}. {ph.text} (Agent: {', '.join(ph.agents) or 'UNASSIGNED'})"
+        f"{ph.number}. {_AGENT_TAG_RE.sub('', ph.text).strip()} "
+        f"(Agent: {', '.join(ph.agents) or 'UNASSIGNED'})"
         for ph in view.phases
     ] or ["_(no phases in the plan)_"]
     lines += ["", "### Success Criteria", *(f"- [ ] {c}" for c in view.criteria), ""]
