@@ -10,11 +10,12 @@ Codex 0.169 with a provider whose `wire_api = "responses"` POSTs `{base_url}/res
     event: response.completed          data: {"type": …, "response": {"id": …, "usage": {...}}}
 
 Output items are `message` (assistant text), `function_call` (the `exec_command` /
-`shell` tools: `arguments` is a JSON string) and `custom_tool_call` (freeform `apply_patch`:
-`input` is the patch text). Codex runs the calls and sends the next request with the whole
-conversation, ending in `function_call_output` / `custom_tool_call_output` items whose `output`
-is what the tool printed (or the denial text of a hook). A test scripts the model as a function
-from the request to the next output items and reads every request afterwards.
+`shell` tools: `arguments` is a JSON string; MCP tools with a `namespace`) and
+`custom_tool_call` (freeform `apply_patch`: `input` is the patch text). Codex runs the calls
+and sends the next request with the whole conversation, ending in `function_call_output` /
+`custom_tool_call_output` items whose `output` is what the tool printed (or the denial text of
+a hook). A test scripts the model as a function from the request to the next output items and
+reads every request afterwards. Codex 0.169 asks for nothing else (no /models).
 """
 
 from __future__ import annotations
@@ -113,6 +114,13 @@ def custom_tool_call(name: str, text: str, call_id: str = "") -> Item:
     call_id = call_id or f"call_{next(_ids)}"
     return {"type": "custom_tool_call", "id": f"ctc_{next(_ids)}", "status": "completed",
             "name": name, "input": text, "call_id": call_id}  # fmt: skip
+
+
+def mcp_call(server: str, tool: str, arguments: dict[str, Any], call_id: str = "") -> Item:
+    """A call of an MCP tool: Codex 0.169 offers each server's tools as a `namespace` tool
+    named `mcp__<server>` and expects the call's `namespace` beside the tool's own name (its
+    hooks see `mcp__<server>__<tool>`)."""
+    return {**function_call(tool, arguments, call_id), "namespace": f"mcp__{server}"}
 
 
 def shell(command: str, workdir: str = "", call_id: str = "") -> Item:

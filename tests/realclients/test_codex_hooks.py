@@ -29,6 +29,7 @@ from realclients.mock_openai import (
     add_file_patch,
     codex_config,
     custom_tool_call,
+    mcp_call,
     message,
     shell,
 )
@@ -153,6 +154,55 @@ def test_writes_to_the_store_are_denied(codex: Codex, guarded: Repo) -> None:
     assert store.read_bytes() == before
     assert not (guarded.path / ".taskgate" / "forged.txt").exists()
     assert guarded.ok("audit", TASK, session="owner")
+
+
+MCP_SERVER = """
+import json, pathlib, sys
+def reply(id, result):
+    print(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}), flush=True)
+schema = {"type": "object", "required": ["path", "content"],
+          "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, id = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        reply(id, {"protocolVersion": msg["params"]["protocolVersion"],
+                   "capabilities": {"tools": {}}, "serverInfo": {"name": "fs", "version": "1"}})
+    elif method == "tools/list":
+        reply(id, {"tools": [{"name": "write_file", "description": "Write a file",
+                              "inputSchema": schema}]})
+    elif method == "tools/call":
+        args = msg["params"]["arguments"]
+        pathlib.Path(args["path"]).write_text(args["content"])
+        reply(id, {"content": [{"type": "text", "text": "wrote " + args["path"]}]})
+    elif id is not None:
+        reply(id, {})
+"""
+
+
+def test_an_mcp_write_tool_is_denied(codex: Codex, guarded: Repo, tmp_path: Path) -> None:
+    """An MCP server's write tool (`mcp__fs__write_file`, its path in `path`) cannot write
+    the store's directory; the same tool writes elsewhere."""
+    server = tmp_path / "mcp_fs.py"
+    server.write_text(MCP_SERVER)
+    config = codex.home / ".codex" / "config.toml"
+    config.write_text(
+        config.read_text()
+        + f"\n[mcp_servers.fs]\ncommand = {json.dumps(sys.executable)}\n"
+        + f"args = [{json.dumps(str(server))}]\n"
+    )
+    forged = guarded.path / ".taskgate" / "forged.md"
+    elsewhere = tmp_path / "notes.md"
+    run = codex.exec(
+        guarded.path,
+        mcp_call("fs", "write_file", {"path": str(forged), "content": "x"}),
+        mcp_call("fs", "write_file", {"path": str(elsewhere), "content": "x"}),
+    )
+    assert run.code == 0, run.err
+    denied, written = codex.mock.all_outputs()
+    assert denied.startswith("Tool call blocked by PreToolUse hook: [R-LCK-09]"), denied
+    assert not forged.exists()
+    assert "wrote" in written and elsewhere.read_text() == "x"
 
 
 def test_a_session_that_does_not_own_the_task_cannot_write_its_worktree(
