@@ -105,7 +105,7 @@ def test_an_implementation_agent_commits_on_its_branch(
     assert git(worktree, "symbolic-ref", "HEAD") == f"refs/heads/{TASK}-quality"
     assert git(env.ws.repo, "show", f"{TASK}-quality:slug.py").startswith("def slug")
     assert git(worktree, "status", "--porcelain") == ""
-    assert not mock.errors
+    assert not mock.errors and not mock.other  # nothing but /v1/responses was asked
 
 
 def test_what_the_agent_must_not_write_stays_read_only(

@@ -127,6 +127,22 @@ def test_install_writes_and_trusts_every_entry(codex: Codex, guarded: Repo) -> N
     assert set(json.loads(again.stdout)["changes"].values()) == {"unchanged, trusted"}
 
 
+def test_without_codex_on_path_the_hooks_are_written_but_reported_untrusted(
+    codex: Codex, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    env = {**codex.env(), "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "src")
+    done = subprocess.run([sys.executable, "-m", "taskgate", "hooks", "install", "--client",
+                           "codex"], cwd=repo.path, env=env, capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "codex is not on PATH" in done.stdout and "/hooks" in done.stdout
+    assert sorted(json.loads((codex.home / ".codex" / "hooks.json").read_text())["hooks"]) == (
+        sorted(EVENTS)
+    )
+
+
 def test_an_untrusted_hook_is_reported(codex: Codex, guarded: Repo) -> None:
     """Codex silently skips a hook whose definition changed since it was trusted."""
     path = codex.home / ".codex" / "hooks.json"
