@@ -19,6 +19,7 @@ from taskgate.agents.codex import CodexBackend, read_events
 from taskgate.agents.config import AgentSettings
 from taskgate.agents.invoke import invoke
 from taskgate.errors import UsageError
+from taskgate.git import repo as gitrepo
 from taskgate.protocol.states import Decision
 from test_agent_command import fake
 from test_agents_backends import TaskEnv, make_task_env
@@ -237,3 +238,25 @@ def test_sandbox_is_validated() -> None:
 def test_read_events_ignores_noise() -> None:
     events = read_events('noise\n[1]\n{"type": "turn.completed", "usage": 5}\n')
     assert events.completed and events.usage == {} and events.count == 1
+
+
+def test_heal_after_taskgate_was_killed_during_a_run(tmp_path: Path) -> None:
+    """SIGKILL/SIGTERM of taskgate between prepare and finish leaves the worktree detached;
+    heal() (for recovery) takes the agent's commit onto T-A and attaches HEAD again."""
+    from taskgate.agents import codex_sandbox
+
+    env = codex_env(tmp_path, "success")
+    request = env.request("quality", Mode.IMPLEMENTATION)
+    worktree = env.worktree("quality")
+    assert codex_sandbox.heal(request.agent_dir, worktree) == []  # nothing left: a no-op
+    conf = codex_sandbox.plan(request, commit=True)
+    codex_sandbox.prepare(conf, request)
+    (worktree / "part.py").write_text("x = 1\n")
+    git(worktree, "add", "part.py")
+    git(worktree, "commit", "-q", "-m", "[agent:quality] part")
+    assert gitrepo.head_ref(worktree) is None  # what a killed taskgate leaves behind
+    done = codex_sandbox.heal(request.agent_dir, worktree)
+    assert done and "re-attached" in done[0] and len(done) == 1, done
+    assert gitrepo.head_ref(worktree) == "add-login-quality"
+    assert git(worktree, "log", "-1", "--format=%s", "add-login-quality") == "[agent:quality] part"
+    assert codex_sandbox.heal(request.agent_dir, worktree) == []

@@ -26,6 +26,7 @@ other agents' worktrees or reports.
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,6 +37,7 @@ from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git
 
 SANDBOX_DIR = "codex"
+DETACHED = "detached.json"  # in the private dir while the worktree's HEAD is detached
 # Files of a worktree's git dir that say where the repository is: an agent that rewrote them
 # would make taskgate's own git commands in that worktree read a config it wrote.
 GUARDED = ("commondir", "gitdir")
@@ -88,6 +90,9 @@ def prepare(conf: Confinement, request: AgentRequest) -> AgentRequest:
     if conf.branch:
         conf.head = git("rev-parse", "--verify", "HEAD^{commit}", cwd=request.worktree).stdout
         conf.head = conf.head.strip()
+        # Written first: a taskgate killed during the run leaves this for heal() to find.
+        atomic_write(conf.private / DETACHED, json.dumps({"branch": conf.branch,
+                                                          "head": conf.head}))  # fmt: skip
         git("update-ref", "--no-deref", "HEAD", conf.head, cwd=request.worktree)
     prompt = request.prompt
     for real, copy in conf.staged.items():
@@ -119,7 +124,8 @@ def finish(conf: Confinement, request: AgentRequest) -> list[str]:
     """Undo the set-up and take over what the agent wrote; returns problems (empty: fine)."""
     problems = _restore_guarded(conf)
     if conf.branch:
-        problems += _attach(conf, request)
+        problems += _attach(conf, request.worktree)
+        (conf.private / DETACHED).unlink(missing_ok=True)
     for real, copy in conf.staged.items():
         if not copy.is_file():
             continue
@@ -146,9 +152,24 @@ def _restore_guarded(conf: Confinement) -> list[str]:
     return problems
 
 
-def _attach(conf: Confinement, request: AgentRequest) -> list[str]:
+def heal(agent_dir: Path, worktree: Path) -> list[str]:
+    """After a taskgate killed during a Codex implementation run (SIGKILL, SIGTERM): take the
+    agent's commits onto its branch and attach HEAD again, as the run would have. A no-op
+    unless that run left its marker; returns what was done or found wrong."""
+    marker = agent_dir / SANDBOX_DIR / DETACHED
+    try:
+        state = json.loads(marker.read_text(encoding="utf-8"))
+        conf = Confinement(marker.parent, branch=str(state["branch"]), head=str(state["head"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    problems = _attach(conf, worktree)
+    marker.unlink(missing_ok=True)
+    return [f"re-attached {worktree} to {conf.branch} after an interrupted codex run",
+            *problems]  # fmt: skip
+
+
+def _attach(conf: Confinement, wt: Path) -> list[str]:
     """Move refs/heads/T-A to the agent's commits and check the branch out again."""
-    wt = request.worktree
     ref = f"refs/heads/{conf.branch}"
     attached = git("symbolic-ref", "-q", "HEAD", cwd=wt, check=False).stdout.strip()
     problems: list[str] = []
