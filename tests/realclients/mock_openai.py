@@ -142,6 +142,7 @@ class MockOpenAI:
     """The server; `script` decides each turn; `turns` records every request."""
 
     script: Script
+    drop_first: int = 0  # cut this many /responses streams before response.completed first
     turns: list[Turn] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     other: list[str] = field(default_factory=list)
@@ -227,6 +228,15 @@ def _handler(mock: MockOpenAI) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
+        def _cut(self, partial: bytes) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(partial)
+            self.wfile.flush()
+            self.close_connection = True
+
         def do_GET(self) -> None:
             with mock._lock:
                 mock.other.append(f"GET {self.path}")
@@ -247,6 +257,14 @@ def _handler(mock: MockOpenAI) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw or b"{}")
             except ValueError:
                 body = {"unparsed": raw.decode(errors="replace")}
+            with mock._lock:
+                dropping = mock.drop_first > 0
+                mock.drop_first -= 1 if dropping else 0
+                if dropping:
+                    mock.other.append(f"POST {self.path} -> stream cut")
+            if dropping:  # the start of a stream, then the connection closes
+                self._cut(sse([], "resp_cut").split(b"event: response.completed")[0])
+                return
             turn = Turn(self.path, dict(self.headers.items()), body)
             items = mock.answer(turn)
             self._send(200, sse(items, f"resp_{next(_ids)}"), "text/event-stream")

@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,25 @@ def test_a_requirements_agent_writes_its_report(
     assert "Read-only file system" in direct and "exit=0" in staged
     assert report.read_text() == text
     assert result.report_path == report
+
+
+def test_error_events_while_codex_retries_do_not_fail_a_run(
+    outside_tmp: Path, model: tuple[Model, MockOpenAI]
+) -> None:
+    """Codex prints `error` events ("Reconnecting... 1/2") while it retries a failed request;
+    a turn that then completes is the agent's answer, not an ERROR."""
+    script, mock = model
+    mock.drop_first = 1
+    env = task_env(outside_tmp, "none")
+    settings = env.agents.settings("architect")
+    retries = ["-c", "model_providers.taskgate-mock.request_max_retries=2",
+               "-c", "model_providers.taskgate-mock.stream_max_retries=2"]  # fmt: skip
+    options = {**settings.options, "args": retries}
+    request = env.request("architect", Mode.REVIEW)
+    request = replace(request, settings=replace(settings, options=options))
+    script.final = result_line(verdict="APPROVED", reason="fine")
+    result = invoke(request)
+    assert result.status is ResultStatus.COMPLETE, (result.reason, result.raw_output[-2000:])
+    assert mock.other == ["POST /v1/responses -> stream cut"]
+    retried = [line for line in result.raw_output.splitlines() if '"type":"error"' in line]
+    assert retried, result.raw_output  # the retry was reported in the JSONL stream
