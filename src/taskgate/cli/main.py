@@ -93,7 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"taskgate {__version__}")
     p.add_argument("--repo", type=Path, help="repository (default: the current directory)")
     p.add_argument(
-        "--session", help="session id (default: $TASKGATE_SESSION, else $CLAUDE_CODE_SESSION_ID)"
+        "--session",
+        help="session id (default: $TASKGATE_SESSION, else $CLAUDE_CODE_SESSION_ID, else "
+        "$CODEX_SESSION_ID)",
     )
     registry = Registry(
         p.add_subparsers(dest="command", metavar="COMMAND", parser_class=parser_class)
