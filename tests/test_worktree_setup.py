@@ -433,3 +433,41 @@ def test_concurrent_tasks_never_share_a_port_block(tmp_path: Path) -> None:
     assert len(seen) >= 12 and len(set(seen.values())) == len(seen), seen
     recorded = [s for e in store_events(repo, "worktree_ports") for s in e["slots"].values()]
     assert sorted(str(s["index"]) for s in recorded) == sorted(seen.values())
+
+
+ESCAPE_CMD = [
+    sys.executable,
+    "-c",
+    "import os, pathlib\n"
+    "pathlib.Path('setup-marker.txt').write_text('in')\n"
+    "name = 'escape-' + os.environ['TASKGATE_WORKTREE_INDEX']\n"
+    "try:\n"
+    "    pathlib.Path(os.environ['MAIN_REPO'], name).write_text('x')\n"
+    "    print('wrote')\n"
+    "except OSError as exc:\n"
+    "    print('denied', exc)\n",
+]
+
+
+def test_agent_worktree_setup_runs_in_the_agents_sandbox(tmp_path: Path) -> None:
+    """Under `taskgate run` an agent worktree's setup may write its worktree only (issue 14):
+    the same command in the task worktree (run as the person, like validation) can write the
+    main worktree; in the agents' worktrees the write fails."""
+    from taskgate.agents import sandbox
+
+    if not sandbox.probe()[0]:
+        pytest.skip(sandbox.probe()[1])
+    repo = make_repo(tmp_path / "repo", config=f"[worktree]\nsetup = {toml_list([ESCAPE_CMD])}\n")
+    result = repo.run("run", TASK, env={"MAIN_REPO": str(repo.path)})
+    assert result.code == 4, result.err  # stops at the plan checkpoint, worktrees ready
+    task_env = json.loads((repo.task_dir(TASK) / "setup" / "env.json").read_text())
+    escaped = sorted(p.name for p in repo.path.glob("escape-*"))
+    assert escaped == [f"escape-{task_env['TASKGATE_WORKTREE_INDEX']}"]
+    agents = agents_of(repo, TASK)
+    for agent in agents:
+        wt = repo.task_dir(TASK) / "agents" / agent / "code"
+        assert (wt / "setup-marker.txt").read_text() == "in", agent
+        log = next((repo.task_dir(TASK) / "agents" / agent / "setup").glob("1-*.log")).read_text()
+        assert "denied" in log and "Read-only file system" in log, log
+    ran = {e["agent"]: e["setup"][0]["sandbox"] for e in store_events(repo, "worktree_prepared")}
+    assert ran == {None: "none"} | {a: "bwrap" for a in agents}

@@ -60,6 +60,8 @@ class Engine:
     fence: int | None = None
     # Progress lines of long services (worktree setup commands, issue 21); the CLI prints them.
     progress: Callable[[str], None] | None = None
+    # How agent worktrees' setup commands run confined (`taskgate run`, issue 21 / 14).
+    setup_runner: Callable[..., object] | None = None
     _store: Store | None = None
 
     @property

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from taskgate.engine.core import Engine, current_state
+from taskgate.engine.worktree_setup import worktree_env
 from taskgate.errors import Refused
 from taskgate.git import repo as gitrepo
 from taskgate.process import clean_env, run
@@ -145,6 +146,7 @@ def validate(engine: Engine, task: str) -> ValidationResult:
     if head is None:
         raise Refused("the task worktree is missing", [], hint=f"taskgate recover {task}")
     timeout = engine.ws.config.validation.timeout_minutes * 60
+    ports = worktree_env(engine.ws, task, None)  # issue 21: the task worktree's port block
     outputs: list[str] = []
     code = 0
     timed_out = False
@@ -154,7 +156,7 @@ def validate(engine: Engine, task: str) -> ValidationResult:
         for index, cmd in enumerate(commands):
             how = instrument(cmd, Path(tmp), index)
             started = time.time() - 1  # file times have a coarse resolution on some systems
-            result = run(how.argv, cwd=worktree, env=clean_env(), timeout=timeout)
+            result = run(how.argv, cwd=worktree, env=clean_env(ports), timeout=timeout)
             ran.append(" ".join(cmd))
             stdout = _go_text(result.stdout) if how.kind == "go-json" else result.stdout
             text = f"{stdout}{result.stderr}"

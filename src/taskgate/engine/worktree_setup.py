@@ -243,6 +243,12 @@ def _log_name(number: int, cmd: Sequence[str]) -> str:
     return f"{number}-{stem or 'command'}.log"
 
 
+def _short(shown: str, width: int = 72) -> str:
+    """A command on one short line for progress (logs and the audit trail keep it whole)."""
+    line = " ".join(shown.split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
 def _setup_env(engine: Engine, task: str, target: Target, slot: Slot) -> dict[str, str]:
     env = clean_env(slot.env())
     for key in _STRIP:
@@ -264,28 +270,34 @@ def _run_setup(
         return
     before = files.untracked(target.path)
     env = _setup_env(engine, task, target, outcome.slot)
+    # Under `taskgate run` an agent worktree's setup runs in the agents' sandbox (issue 14):
+    # its content may come from the agent's branch (a recreated worktree).
+    confined = getattr(engine, "setup_runner", None) if target.agent else None
     for number, cmd in todo:
         shown = shlex.join(cmd)
         started = time.monotonic()
-        result = run(cmd, cwd=target.path, env=env, timeout=cfg.setup_timeout_minutes * 60.0,
-                     kill_group=True)  # fmt: skip
+        timeout = cfg.setup_timeout_minutes * 60.0
+        if confined is not None:
+            result = confined(cmd, cwd=target.path, branch=target.key, env=env, timeout=timeout)
+        else:
+            result = run(cmd, cwd=target.path, env=env, timeout=timeout, kill_group=True)
         seconds = round(time.monotonic() - started, 1)
         log = target.record_dir / _log_name(number, cmd)
         head = f"$ {shown}\n# in {target.path}\n# exit {result.returncode} after {seconds} s\n"
         atomic_write(log, f"{head}\n{result.stdout}\n--- stderr ---\n{result.stderr}")
         entry = {"command": shown, "exit_code": result.returncode, "seconds": seconds,
-                 "log": str(log)}  # fmt: skip
+                 "log": str(log), "sandbox": "bwrap" if confined else "none"}  # fmt: skip
         outcome.ran.append(entry)
         if not result.ok:
             why = "timed out" if result.timed_out else f"exit {result.returncode}"
-            progress(f"setup [{target.label}] {shown}: FAILED ({why}) - log: {log}")
+            progress(f"setup [{target.label}] {_short(shown)}: FAILED ({why}) - log: {log}")
             tail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-5:]
             outcome.failed = entry | {"tail": tail}
             break
         done.append(list(cmd))
         marker["done"] = done
         _write_marker(target.path, marker)
-        progress(f"setup [{target.label}] {shown}: ok in {seconds} s")
+        progress(f"setup [{target.label}] {_short(shown)}: ok in {seconds} s")
     outcome.created = files.exclude_new_untracked(target.path, engine.ws.common_dir, before)
     if outcome.created:
         marker = read_marker(target.path)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from taskgate.agents import confinement
+from taskgate.agents import confinement, setup_sandbox
 from taskgate.agents.config import parse_agents_config
 from taskgate.engine import lifecycle
 from taskgate.engine.core import Engine
@@ -70,6 +70,7 @@ def run_one(
     lifecycle.take_process_lease(engine, task)
     engine.cwd = engine.ws.task_worktree(task)  # the seeds' cwd checks (R-TRN-09/10)
     agents = parse_agents_config(engine.ws.config.agents, engine.ws.repo)
+    engine.setup_runner = setup_sandbox.runner(agents)  # agent worktrees' setup confined
     warning = confinement.notice(agents)  # unconfined agents: said on every run (issue 14)
     if warning:
         progress.emit("sandbox", task, warning, confined=False)
