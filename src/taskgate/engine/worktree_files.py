@@ -147,10 +147,14 @@ def place(
     """
     placed = Placed()
     shared = (*cfg.symlink, *cfg.copy)
-    for rel in cfg.symlink:
-        _link(main, worktree, rel, placed)
-    for rel in cfg.copy:
-        _copy_tree(main, worktree, rel, cfg.copy_mode, placed)
+    for rel in shared:
+        try:
+            if rel in cfg.symlink:
+                _link(main, worktree, rel, placed)
+            else:
+                _copy_tree(main, worktree, rel, cfg.copy_mode, placed)
+        except OSError as exc:  # e.g. a file where its parent directory should be
+            placed.skipped.append(f"{rel}: {exc.strerror or exc}")
     for rel in files:
         if any(rel == d or rel.startswith(d + "/") for d in shared):
             continue  # the directory itself is shared or copied
