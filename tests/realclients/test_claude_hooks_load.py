@@ -75,3 +75,27 @@ def test_project_scope_does_not_reach_the_task_worktree_and_status_says_so(
     # user scope: every worktree is covered, status is clean
     repo.ok("hooks", "install")
     assert repo.run("hooks", "status", "--json").json()["problems"] == []
+
+
+def test_disable_all_hooks_in_a_worktree_is_reported(
+    claude: Claude, hooks_installed: Path, templates: dict[str, Path], tmp_path: Path
+) -> None:
+    """A `disableAllHooks` in a worktree's local settings switches off even the user-scope
+    hooks in the real client; `hooks status` names the file."""
+    repo = copy_template(templates, "implementation", tmp_path / "repo")
+    task_wt = repo.worktree(TASK)
+    assert repo.run("hooks", "status", "--json").json()["problems"] == []
+    local = task_wt / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    local.write_text('{"disableAllHooks": true}')
+    target = task_wt / "src" / "login.py"
+    claude.run(
+        "add the login module",
+        task_wt,
+        [call("Write", file_path=str(target), content="x = 1\n"), say("done")],
+        session=OWNER,
+    )
+    assert target.exists()  # the client ran no hook: what status must report
+    status = repo.run("hooks", "status", "--json")
+    assert status.code == 1
+    assert any(str(local) in p and "disableAllHooks" in p for p in status.json()["problems"])

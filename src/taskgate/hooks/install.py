@@ -198,21 +198,43 @@ def has_ours(path: Path) -> bool:
     return any(is_ours(h) for g in groups for h in g.get("hooks", []))
 
 
+_LOCAL = ("settings.json", "settings.local.json")
+
+
+def switched_off(paths: list[Path]) -> list[str]:
+    """Problems for settings files that set `disableAllHooks`: Claude Code then runs no hook at
+    all, the user-scope ones included (verified with 2.1.332)."""
+    problems = []
+    for path in paths:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(data, dict) and data.get("disableAllHooks") is True:
+            problems.append(
+                f"{path} sets disableAllHooks, so Claude Code runs none of taskgate's hooks "
+                "there; remove that setting"
+            )
+    return problems
+
+
 def unguarded_worktrees(repo: Path, user_path: Path) -> list[str]:
     """Problems for the worktrees where Claude Code would start without taskgate's hooks.
 
     With the user-scope entries every directory is covered. Otherwise a worktree is covered
     only through `.claude/settings.json` or `.claude/settings.local.json` in its own root, and
-    only when Claude Code starts exactly there (a subdirectory reads neither).
+    only when Claude Code starts exactly there (a subdirectory reads neither). Either way a
+    `disableAllHooks` in the user's or a worktree's settings switches them all off.
     """
-    if has_ours(user_path):
-        return []
     from taskgate.git.repo import worktree_paths
 
+    worktrees = list(worktree_paths(repo))
+    problems = switched_off([user_path, *(w / ".claude" / n for w in worktrees for n in _LOCAL)])
+    if has_ours(user_path):
+        return problems
     fix = "run 'taskgate hooks install' (user scope: loaded wherever Claude Code starts)"
-    problems = []
-    for worktree in worktree_paths(repo):
-        local = [worktree / ".claude" / name for name in ("settings.json", "settings.local.json")]
+    for worktree in worktrees:
+        local = [worktree / ".claude" / name for name in _LOCAL]
         if not any(has_ours(p) for p in local):
             problems.append(
                 f"Claude Code started in {worktree} would not load taskgate's hooks "
