@@ -2,9 +2,10 @@
 offline.
 
 `ensure_clients()` installs both pinned npm packages into one cache directory outside the
-repository (`$TASKGATE_CLIENTS_DIR`, else `~/.cache/taskgate-clients/<versions>` of the real
-home, read when this module is imported, before the tests' hermetic HOME) and returns it. It
-fails (never skips) when npm is missing: `.ci/run` installs Node and npm first.
+repository (`$TASKGATE_CLIENTS_DIR`, else `${XDG_CACHE_HOME:-~/.cache}/taskgate-clients/
+claude-code-<v>-codex-<v>` of the real home, read when this module is imported, before the
+tests' hermetic HOME: the directory scripts/setup-tests.sh fills) and returns it. It fails
+(never skips) when npm is missing: scripts/setup-tests.sh installs Node and npm first.
 
 `offline_env()` is the environment a client runs with: a temporary HOME, the model API on
 127.0.0.1, no telemetry, no auto-update, no non-essential traffic, temp files under the test's
@@ -28,8 +29,10 @@ from typing import Any
 CLAUDE_CODE = ("@anthropic-ai/claude-code", "2.1.332")
 CODEX = ("@openai/codex", "0.169.0")
 PACKAGES = (CLAUDE_CODE, CODEX)
-_VERSIONS = "-".join(f"{name.rsplit('/', 1)[-1]}@{ver}" for name, ver in PACKAGES)
+# The directory name scripts/setup-tests.sh uses, so that the suite finds what it installed.
+_VERSIONS = "-".join(f"{name.rsplit('/', 1)[-1]}-{ver}" for name, ver in PACKAGES)
 REAL_HOME = Path(os.path.expanduser("~"))  # before any fixture makes HOME hermetic
+_REAL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or REAL_HOME / ".cache")
 
 
 class ClientsUnavailable(RuntimeError):
@@ -41,7 +44,7 @@ def cache_dir() -> Path:
     configured = os.environ.get("TASKGATE_CLIENTS_DIR")
     if configured:
         return Path(configured)
-    return REAL_HOME / ".cache" / "taskgate-clients" / _VERSIONS
+    return _REAL_CACHE / "taskgate-clients" / _VERSIONS
 
 
 def _installed(root: Path) -> bool:
