@@ -66,20 +66,37 @@ def _started(row: TaskRow, agents: list[AgentRow], plan_approved: bool) -> dict[
     }
 
 
-def build(engine: Engine) -> dict[str, Any]:
+class CardCache:
+    """Started tasks' cards by (name, seq): every step that changes a task's agents, state or
+    approvals bumps its seq (Engine.touch), so an unchanged seq means an unchanged card."""
+
+    def __init__(self) -> None:
+        self._cards: dict[str, tuple[int, dict[str, Any]]] = {}
+
+    def read(self, engine: Engine) -> dict[str, dict[str, Any]]:
+        """Every started task's card, reading agents and approvals only for changed tasks."""
+        try:
+            with engine.store.read() as tx:
+                rows = tx.tasks()
+                fresh: dict[str, tuple[int, dict[str, Any]]] = {}
+                for r in rows:
+                    known = self._cards.get(r.name)
+                    if known is not None and known[0] == r.seq:
+                        fresh[r.name] = known
+                        continue
+                    approved = r.state == State.SYNTHESIS.value and any(
+                        a.kind == "plan" and a.revoked_at is None for a in tx.approvals(r.name)
+                    )
+                    fresh[r.name] = (r.seq, _started(r, tx.agents(r.name), approved))
+        except StoreCorrupt as exc:
+            raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
+        self._cards = fresh
+        return {name: dict(card) for name, (_, card) in fresh.items()}
+
+
+def build(engine: Engine, cache: CardCache | None = None) -> dict[str, Any]:
     """The board as plain data (the page and `/api/board` share it)."""
-    try:
-        with engine.store.read() as tx:
-            rows = tx.tasks()
-            agents = {r.name: tx.agents(r.name) for r in rows}
-            approved = {
-                r.name: any(a.kind == "plan" and a.revoked_at is None for a in tx.approvals(r.name))
-                for r in rows
-                if r.state == State.SYNTHESIS.value
-            }
-    except StoreCorrupt as exc:
-        raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
-    tasks = {r.name: _started(r, agents[r.name], approved.get(r.name, False)) for r in rows}
+    tasks = (cache or CardCache()).read(engine)
     todo_error = ""
     try:
         todo = availability(engine)

@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 
 from taskgate.engine.core import Engine
 from taskgate.engine.workspace import Workspace, find_workspace, require_initialized
+from taskgate.server.board import CardCache
 from taskgate.server.security import Gate
-from taskgate.server.watch import Hub, Watcher
+from taskgate.server.watch import Hub, SqliteProbe, Watcher
 
 T = TypeVar("T")
 
@@ -33,6 +34,8 @@ class ServerContext:
     _write: Engine | None = None
     _read_lock: threading.Lock = field(default_factory=threading.Lock)
     _write_lock: threading.Lock = field(default_factory=threading.Lock)
+    _probe: SqliteProbe | None = None
+    _probe_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def open(cls, repo: Path, server_dir: Path) -> ServerContext:
@@ -61,8 +64,25 @@ class ServerContext:
                 self._write = Engine(self.ws, session_id="", cwd=self.ws.repo)
             return action(self._write)
 
+    def change_token(self) -> object:
+        """Changes whenever the store, todo.md or changelog.md change (for caching pages)."""
+        with self._probe_lock:
+            if self._probe is None:
+                ws = self.ws
+                self._probe = SqliteProbe(ws.db_path, (ws.todo_path, ws.changelog_path))
+            try:
+                return self._probe.token()
+            except Exception:
+                self._probe.close()
+                self._probe = None
+                return object()  # unknown: never equal to a cached token
+
     def close(self) -> None:
-        """Close both store connections."""
+        """Close the store connections."""
+        with self._probe_lock:
+            if self._probe is not None:
+                self._probe.close()
+                self._probe = None
         for lock, engine in ((self._read_lock, self._read), (self._write_lock, self._write)):
             with lock:
                 if engine is not None:
@@ -79,3 +99,7 @@ class Server:
     hub: Hub
     watcher: Watcher | None = None
     log: list[dict[str, Any]] = field(default_factory=list)  # the last answers, newest last
+    # The board as last built, with the change token it was built at (see routes.board_data).
+    board_cache: tuple[object, dict[str, Any], str] | None = None
+    board_lock: threading.Lock = field(default_factory=threading.Lock)
+    cards: CardCache = field(default_factory=CardCache)

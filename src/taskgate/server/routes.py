@@ -24,7 +24,7 @@ from starlette.responses import (
 from starlette.routing import BaseRoute, Route
 
 from taskgate.errors import TaskgateError, UsageError
-from taskgate.server import actions, board, pages, record, timeline
+from taskgate.server import actions, board, cards, pages, record, timeline
 from taskgate.server.context import Server
 from taskgate.server.secret import matches
 from taskgate.server.security import COOKIE, Session, cookie_header, post_problem
@@ -135,14 +135,23 @@ def login(request: Request) -> Response:
 
 
 def _board_parts(server: Server) -> tuple[dict[str, Any], str]:
-    with server.ctx.reading() as engine:
-        data = board.build(engine)
-    head = pages.keyed("board-head", pages.render("boardhead.html", board=data))
-    columns = Markup("").join(
-        pages.keyed(f"col-{c['state']}", pages.render("column.html", column=c))
-        for c in data["columns"]
-    )
-    return data, str(head + Markup('<div id="board" class="board">') + columns + Markup("</div>"))
+    """The board's data and HTML, rebuilt only when the store or todo.md changed since.
+
+    Every open board fetches the fragment after each change: one build serves them all. The
+    token is read before building, so a change during the build only causes one more build.
+    """
+    with server.board_lock:
+        token = server.ctx.change_token()
+        cached = server.board_cache
+        if cached is not None and cached[0] == token:
+            return cached[1], cached[2]
+        with server.ctx.reading() as engine:
+            data = board.build(engine, server.cards)
+        head = pages.keyed("board-head", pages.render("boardhead.html", board=data))
+        html = str(head + Markup('<div id="board" class="board">') + cards.columns(data)
+                   + Markup("</div>"))  # fmt: skip
+        server.board_cache = (token, data, html)
+        return data, html
 
 
 def board_page(request: Request, session: Session) -> Response:
@@ -160,10 +169,7 @@ def api_board(request: Request) -> Response:
     """`/api/board`: the board as JSON."""
     if _session(request) is None and not _bearer_ok(request):
         return _login_needed(request)
-    server = _server(request)
-    with server.ctx.reading() as engine:
-        data = board.build(engine)
-    return JSONResponse(data)
+    return JSONResponse(_board_parts(_server(request))[0])
 
 
 # -- task ----------------------------------------------------------------------------------------
