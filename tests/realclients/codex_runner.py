@@ -1,0 +1,117 @@
+"""The real Codex CLI (0.169.0) as a person runs it, for the real-client tests: the hermetic
+HOME with Codex's config pointing at the mock Responses API server, codex and this checkout's
+taskgate on PATH, `codex exec --json` runs whose model is scripted call by call."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import Repo
+from realclients.clients import codex_bin, offline_env
+from realclients.mock_openai import KEY_ENV, MockOpenAI, Turn, codex_config, message
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+@dataclass
+class CodexRun:
+    """A finished `codex exec --json` run."""
+
+    code: int
+    out: str
+    err: str
+
+    def events(self) -> list[dict[str, object]]:
+        return [json.loads(line) for line in self.out.splitlines() if line.startswith("{")]
+
+
+@dataclass
+class Codex:
+    """The real codex in the hermetic HOME, its model the scripted mock."""
+
+    home: Path
+    tmp: Path
+    mock: MockOpenAI
+
+    def env(self) -> dict[str, str]:
+        path = os.pathsep.join([str(codex_bin().parent), str(Path(sys.executable).parent),
+                                os.environ.get("PATH", "")])  # fmt: skip
+        return offline_env(self.home, self.tmp, {KEY_ENV: "not-a-real-key", "PATH": path})
+
+    def exec(
+        self,
+        cwd: Path,
+        *calls: dict[str, object],
+        prompt: str = "go",
+        resume: str = "",
+        extra: tuple[str, ...] = (),
+    ) -> CodexRun:
+        """One `codex exec` (`resume`: of that session) whose model makes `calls` one per
+        turn, then says done."""
+        already = self.mock.turns[-1].calls_made() if resume and self.mock.turns else 0
+
+        def script(turn: Turn) -> list[dict[str, object]]:
+            done = turn.calls_made() - already
+            return [calls[done]] if done < len(calls) else [message("done")]
+
+        self.mock.script = script
+        cmd = [str(codex_bin()), "exec", "--json", "--sandbox", "danger-full-access",
+               "--cd", str(cwd), *extra, *(["resume", resume] if resume else []),
+               "-"]  # fmt: skip
+        proc = subprocess.run(cmd, input=prompt, env=self.env(), capture_output=True, text=True,
+                              timeout=120, check=False)  # fmt: skip
+        assert not self.mock.errors, self.mock.errors
+        return CodexRun(proc.returncode, proc.stdout, proc.stderr)
+
+    def taskgate(self, repo: Repo, *args: str) -> subprocess.CompletedProcess[str]:
+        """The taskgate CLI with codex on PATH (as the person runs it)."""
+        env = {**self.env(), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "src")
+        return subprocess.run([sys.executable, "-m", "taskgate", *args], cwd=repo.path, env=env,
+                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+
+@pytest.fixture(name="codex")
+def codex_fixture(tmp_path: Path) -> Iterator[Codex]:
+    """Codex in the test's hermetic HOME with its mock model server (import this fixture)."""
+    home = Path(os.environ["HOME"])
+    # Codex runs commands in a login shell, whose /etc/profile resets PATH: like a person's
+    # own profile, this one puts taskgate (this checkout's) on it.
+    bin_dir = Path(sys.executable).parent
+    (home / ".profile").write_text(f'export PATH="{bin_dir}:$PATH"\n')
+    with MockOpenAI(lambda turn: [message("done")]) as mock:
+        codex_config(home, mock)
+        yield Codex(home, tmp_path / "codex-tmp", mock)
+
+
+# A minimal MCP server (stdio, one JSON-RPC message per line) with one write tool.
+MCP_SERVER = """
+import json, pathlib, sys
+def reply(id, result):
+    print(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}), flush=True)
+schema = {"type": "object", "required": ["path", "content"],
+          "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, id = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        reply(id, {"protocolVersion": msg["params"]["protocolVersion"],
+                   "capabilities": {"tools": {}}, "serverInfo": {"name": "fs", "version": "1"}})
+    elif method == "tools/list":
+        reply(id, {"tools": [{"name": "write_file", "description": "Write a file",
+                              "inputSchema": schema}]})
+    elif method == "tools/call":
+        args = msg["params"]["arguments"]
+        pathlib.Path(args["path"]).write_text(args["content"])
+        reply(id, {"content": [{"type": "text", "text": "wrote " + args["path"]}]})
+    elif id is not None:
+        reply(id, {})
+"""
