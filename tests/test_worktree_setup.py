@@ -103,6 +103,7 @@ def test_classify_prepares_every_worktree(tmp_path: Path) -> None:
     repo.ok("start", TASK)
     classify = repo.ok("classify", TASK, cwd=repo.worktree(TASK))
     assert "setup [architect]" in classify.err and "ok in" in classify.err  # a line per command
+    assert "setup [architect] created setup-marker.txt: kept out of git" in classify.err
     trees = worktrees(repo, TASK)
     assert len(trees) >= 3
     bases = {}

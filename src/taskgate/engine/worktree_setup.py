@@ -300,6 +300,9 @@ def _run_setup(
         progress(f"setup [{target.label}] {_short(shown)}: ok in {seconds} s")
     outcome.created = files.exclude_new_untracked(target.path, engine.ws.common_dir, before)
     if outcome.created:
+        shown_paths = ", ".join(outcome.created[:5]) + (" ..." if len(outcome.created) > 5 else "")
+        progress(f"setup [{target.label}] created {shown_paths}: kept out of git "
+                 "(.git/info/exclude)")  # fmt: skip
         marker = read_marker(target.path)
         marker["created"] = sorted({*(marker.get("created") or []), *outcome.created})
         _write_marker(target.path, marker)
