@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from taskgate.cli.commands import emit, engine_for
-from taskgate.errors import EXIT_HUMAN, EXIT_OK, Refused
+from taskgate.errors import EXIT_HUMAN, EXIT_OK, Refused, UsageError
 from taskgate.protocol.violations import Violation
 
 # Environment variables that mark a process started by an AI agent rather than by a person.
@@ -80,15 +80,38 @@ def cmd_approve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _stdin_text() -> str:
+    """The person's words from stdin; bytes that are not UTF-8 are a usage error (issue 16)."""
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"stdin is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+            hint="convert it first, e.g. iconv -f latin1 -t utf-8 | taskgate say T -",
+        ) from None
+
+
 def cmd_say(args: argparse.Namespace) -> int:
     """`taskgate say T TEXT`: exit 4 when the person must answer (ambiguous, unrelated work)."""
     from taskgate.engine.conversation import record_human_message
 
-    text = sys.stdin.read() if args.text == "-" else args.text
+    text = _stdin_text() if args.text == "-" else args.text
     with engine_for(args) as engine:
         result = record_human_message(engine, args.task, text, provenance())
         emit(args, result.to_json(), result.response)
     return EXIT_HUMAN if result.needs_human else EXIT_OK
+
+
+def cmd_request_changes(args: argparse.Namespace) -> int:
+    """`taskgate request-changes T TEXT`: the person's change request, no keywords needed."""
+    from taskgate.engine.conversation import record_human_message
+
+    text = sys.stdin.read() if args.text == "-" else args.text
+    with engine_for(args) as engine:
+        result = record_human_message(engine, args.task, text, provenance(), change_request=True)
+        emit(args, result.to_json(), result.response + f"\nnext: taskgate run {args.task}")
+    return EXIT_OK
 
 
 def cmd_raise(args: argparse.Namespace) -> int:
@@ -127,3 +150,10 @@ def register(add: Any) -> None:
     s = add("say", cmd_say, "a user message in context: approval, change request, question, ...")
     s.add_argument("task")
     s.add_argument("text", help="the user's words ('-' reads them from stdin)")
+    s = add(
+        "request-changes",
+        cmd_request_changes,
+        "a person's change request for the agents, whatever its words (R-INT-11)",
+    )
+    s.add_argument("task")
+    s.add_argument("text", help="what to change ('-' reads it from stdin)")

@@ -91,12 +91,19 @@ class SayResult:
 
 
 def record_human_message(
-    engine: Engine, task: str, text: str, provenance: str, *, sent_at: str | None = None
+    engine: Engine,
+    task: str,
+    text: str,
+    provenance: str,
+    *,
+    sent_at: str | None = None,
+    change_request: bool = False,
 ) -> SayResult:
     """Judge one user message about `task` in context and act on it (R-CKP-17, R-INT-03).
 
     `sent_at` is when the person sent it, if earlier than now: a message sent before the
-    current presentation never counts as a reply to it (R-CKP-04).
+    current presentation never counts as a reply to it (R-CKP-04). `change_request=True`
+    (`taskgate request-changes`) takes the text as a change request without judging its words.
     """
     if not text.strip():
         raise UsageError(
@@ -124,6 +131,15 @@ def record_human_message(
                 note = "sent before the presentation, so it is no reply to it (R-CKP-04)"
         verdict = classify_message(text, state=state, checkpoint=checkpoint)
         waiting = _WAITS_FOR.get(state)
+        if change_request:
+            verdict = _explicit_request(text)
+            checkpoint = waiting or Checkpoint.NONE
+        elif state in _AT_WORK and verdict.kind is not MessageKind.RESUMPTION:
+            # Mid-work words are judged like words at the change review (issue 17): a change
+            # request reaches the agents now instead of being logged as an interruption.
+            early = classify_message(text, state=None, checkpoint=Checkpoint.CHANGES)
+            if early.kind is MessageKind.CHANGE_REQUEST:
+                verdict = early
         if checkpoint is Checkpoint.NONE and waiting is not None:
             # R-CKP-04 holds back approvals only: a change request needs no presentation to
             # count (R-INT-11), e.g. the person read the diff before the agent presented it.
@@ -138,10 +154,18 @@ def record_human_message(
         said = _Said(engine, tx, snap, verdict, checkpoint, provenance, text, note)
         if verdict.kind is MessageKind.APPROVAL:
             return said.approval()
-        if verdict.kind is MessageKind.CHANGE_REQUEST and checkpoint is Checkpoint.CHANGES:
+        if verdict.kind is MessageKind.CHANGE_REQUEST and state is State.AWAITING_USER_APPROVAL:
             return said.change_request()
-        if verdict.kind is MessageKind.CHANGE_REQUEST:
+        if verdict.kind is MessageKind.CHANGE_REQUEST and state is State.SYNTHESIS:
             return said.plan_change_request()
+        if verdict.kind is MessageKind.CHANGE_REQUEST and state in _ACCEPTS_REQUESTS:
+            return said.work_change_request()
+        if verdict.kind is MessageKind.CHANGE_REQUEST:
+            raise Refused(
+                f"'{task}' is in {state}: there is no work left that a change request can reach",
+                [Violation("R-INT-11", "change requests go to the agents before completion")],
+                hint="start a new task for the change (add it to todo.md)",
+            )
         return said.interruption()
 
     return engine.step(task, body, owner=False)
@@ -268,6 +292,42 @@ class _Said:
         )
         return self._result(response, feedback=self.verdict.feedback)
 
+    def work_change_request(self) -> SayResult:
+        """A change request while the agents work (R-INT-11): it lands in their next prompts.
+
+        VALIDATION goes back to IMPLEMENTATION (row 18) and REVIEW counts it like a rejection
+        (row 11), so every agent gets another round; in IMPLEMENTATION every agent that had
+        finished gets one more round; before IMPLEMENTATION it is feedback for the plan.
+        """
+        state = current_state(self.snap.task)
+        target = State.IMPLEMENTATION if state in (State.VALIDATION, State.REVIEW) else state
+        _, extra = self._feedback("changes", target.value)
+        if target is not state:
+            first_line = self.verdict.feedback.splitlines()[0] if self.verdict.feedback else ""
+            reason = f"User requested changes: {first_line[:_REASON_CHARS]}"
+            snap = replace(self.snap, task=replace(self.snap.task, extra=extra))
+            refuse_if(transitions.check(self._owner_facts(snap), target, reason),
+                      f"{state} -> {target}")  # fmt: skip
+            moved = apply_transition(self.engine, self.tx, self.snap, target, reason=reason,
+                                     extra=extra)  # fmt: skip
+            response = (
+                f"{self.verdict.response}\nState: {state} -> {target}; every agent gets "
+                "another round with your words."
+            )
+            return self._result(response, transition=moved, feedback=self.verdict.feedback)
+        if state is State.IMPLEMENTATION:
+            for name in self.snap.task.required_agents:
+                row = self.snap.agent(name)
+                if row is not None and row.phase == state.value and row.status == "COMPLETE":
+                    self.tx.put_agent(replace(row, work_remaining=True))
+        self.engine.touch(self.tx, self.snap, extra=extra)
+        self._verify_state_kept()
+        response = (
+            f"Change request recorded: the agents get it in their next prompts ({state} stays)."
+            f"\nFeedback: {self.verdict.feedback}"
+        )
+        return self._result(response, feedback=self.verdict.feedback)
+
     def interruption(self) -> SayResult:
         """R-INT-06..10: log it, do no task work, and prove the state did not move."""
         kind = self.verdict.kind
@@ -306,6 +366,22 @@ class _Said:
                 [Violation("R-INT-02", "a non-resuming message must leave the state as it was")],
                 hint="nothing was recorded; run 'taskgate audit' and report it",
             )
+
+
+_AT_WORK = (State.IMPLEMENTATION, State.VALIDATION, State.REVIEW)
+_ACCEPTS_REQUESTS = (State.CLASSIFIED, State.REQUIREMENTS, *_AT_WORK)
+
+
+def _explicit_request(text: str) -> MessageClass:
+    """`taskgate request-changes`: the person said it is a change request; no keyword needed."""
+    feedback = text.strip()
+    return MessageClass(
+        MessageKind.CHANGE_REQUEST,
+        "explicit change request (taskgate request-changes)",
+        (),
+        f"Change requested: the task goes back for rework (R-INT-11).\nFeedback: {feedback}",
+        feedback,
+    )
 
 
 def _interruptions_since_resumption(snap: TaskSnapshot) -> int:

@@ -152,6 +152,11 @@ def gather(engine: Engine, snap: TaskSnapshot, *, head: bool | None = None) -> T
         diff_files=diff,
         noop_approved=bool(t.extra.get("noop_approved")),
         validated_heads=frozenset(v.head_sha for v in snap.validations if v.success),
+        change_requests_at=tuple(
+            str(e.get("at", ""))
+            for e in t.extra.get("feedback") or []
+            if isinstance(e, dict) and e.get("kind") == "changes"
+        ),
     )
 
 

@@ -180,8 +180,11 @@ def transition(
                 **snap.task.extra,
                 "feedback": [*(snap.task.extra.get("feedback") or []), entry],
             }
+        evidence = None
+        if target is State.VALIDATION:  # commits after this one are a person's fixes (VALIDATION)
+            evidence = {"head": gitrepo.head_sha(engine.ws.task_worktree(task)) or ""}
         return apply_transition(
-            engine, tx, snap, target, reason=reason, pushed=pushed, **changes
+            engine, tx, snap, target, reason=reason, pushed=pushed, evidence=evidence, **changes
         )  # fmt: skip
 
     return engine.step(task, body)

@@ -124,6 +124,23 @@ def _read_reports(
     return reports
 
 
+def _interventions(engine: Engine, snap: TaskSnapshot, head: str) -> list[str]:
+    """Untagged commits made on T since it entered VALIDATION: a person's fix (R-VAL-10)."""
+    from taskgate.git import ops
+
+    entry = next((r for r in reversed(snap.transitions) if r.target == State.VALIDATION.value),
+                 None)  # fmt: skip
+    base = str((entry.evidence or {}).get("head") or "") if entry else ""
+    if not base:
+        return []  # no recorded entry head: nothing can be proven to be from VALIDATION
+    seen = {str(e.payload.get("sha")) for e in snap.events if e.kind == "commit"}
+    return [
+        sha
+        for sha, subject in ops.subjects(engine.ws.repo, "--no-merges", f"{base}..{head}")
+        if sha not in seen and ops.agent_of(subject) is None
+    ]
+
+
 def validate(engine: Engine, task: str) -> ValidationResult:
     """Run every configured command in the task worktree; record the result against HEAD."""
     snap = engine.require_snapshot(task)
@@ -145,6 +162,7 @@ def validate(engine: Engine, task: str) -> ValidationResult:
     head = gitrepo.head_sha(worktree)
     if head is None:
         raise Refused("the task worktree is missing", [], hint=f"taskgate recover {task}")
+    human = _interventions(engine, snap, head)
     timeout = engine.ws.config.validation.timeout_minutes * 60
     ports = worktree_env(engine.ws, task, None)  # issue 21: the task worktree's port block
     outputs: list[str] = []
@@ -188,6 +206,12 @@ def validate(engine: Engine, task: str) -> ValidationResult:
             failure_class=failure.type.value if failure else "",
         )
         tx.add_validation(row)
+        if human:  # a person fixed the build on T (the escalation's option 1): recorded, allowed
+            from taskgate.engine.merge import record_commits
+
+            record_commits(engine, tx, current, human, branch=task, provenance="human")
+            engine.event(tx, task, "intervention", {"shas": human, "state": "VALIDATION",
+                                                     "provenance": "human"})  # fmt: skip
         payload: dict[str, Any] = {
             "command": row.command,
             "result": "SUCCESS" if row.success else "FAILURE",

@@ -32,7 +32,7 @@ def resume_hint(task: str, kind: str) -> str:
     return (
         f"show it again: taskgate present {task}\n"
         f"approve it:    taskgate approve {task} {kind}   (typed by you, in your terminal)\n"
-        f'or ask for changes: taskgate say {task} "<what to change>"\n'
+        f'or ask for changes: taskgate request-changes {task} "<what to change>"\n'
         f"then resume:   taskgate run {task}"
     )
 

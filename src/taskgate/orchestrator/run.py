@@ -44,7 +44,26 @@ def choose_approver(engine: Engine, *, yes: bool, interactive: bool | None = Non
             )
         return AutoApprove()
     tty = sys.stdin.isatty() and sys.stdout.isatty() if interactive is None else interactive
-    return TerminalApprover() if tty else StopAtCheckpoint()
+    return (
+        TerminalApprover(details=lambda task: details(engine, task)) if tty else StopAtCheckpoint()
+    )
+
+
+def details(engine: Engine, task: str, limit: int = 20_000) -> str:
+    """The `[d]etails` answer: the whole task.md at the plan, the full diff at the change review."""
+    from taskgate.fsutil import read_text
+    from taskgate.git.cmd import git
+
+    snap = engine.require_snapshot(task)
+    if snap.task.state == "SYNTHESIS":
+        text = read_text(engine.ws.task_md(task)) or "(task.md is missing)"
+    else:
+        base = snap.task.base_sha or snap.task.base_branch
+        text = git("diff", f"{base}...HEAD", cwd=engine.ws.task_worktree(task), check=False).stdout
+        text = text or "(no changes)"
+    return (
+        text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit} more characters)"
+    )
 
 
 def _matches(name: str, filters: Sequence[str]) -> bool:
@@ -53,7 +72,7 @@ def _matches(name: str, filters: Sequence[str]) -> bool:
 
 def _next_task(engine: Engine, filters: Sequence[str], skip: set[str]) -> str | None:
     """This session's own task first, then the first available one (R-BAT-04, R-LCK-20)."""
-    items = [i for i in lifecycle.availability(engine) if _matches(i.name, filters)]
+    items = [i for i in lifecycle.availability(engine, held=True) if _matches(i.name, filters)]
     for wanted in (Availability.RESUME, Availability.AVAILABLE):
         for item in items:
             if item.availability is wanted and item.name not in skip:
@@ -67,6 +86,8 @@ def run_one(
     """Claim or resume `task` as this process and drive it to CLEANUP."""
     result = lifecycle.start(engine, task)
     progress.emit("start", task, f"{result.action} (state {result.state})", action=result.action)
+    if result.state == "CLEANUP":  # an interrupted cleanup that start finished (issue 16)
+        return result.state
     lifecycle.take_process_lease(engine, task)
     engine.cwd = engine.ws.task_worktree(task)  # the seeds' cwd checks (R-TRN-09/10)
     agents = parse_agents_config(engine.ws.config.agents, engine.ws.repo)

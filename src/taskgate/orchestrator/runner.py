@@ -212,7 +212,7 @@ class Runner:
         full = State.IMPLEMENTATION.value in [s.value for s in flow.task_path(snap)]
         notes.add_feedback(self.engine, self.task, "changes", decision.text)
         target = State.IMPLEMENTATION if full else State.SYNTHESIS  # R-TRN-23, C-08
-        self._move(target, reason=f"User requested changes: {decision.text}")
+        self._move(target, reason=f"User requested changes: {decision.text}", feedback=False)
         if full:
             self._reopen_agents()
 
@@ -434,7 +434,11 @@ class Runner:
             "rejection",
             "\n".join(f"{a}: {v.reason}" for a, v in rejected.items()),
         )
-        self._move(State.IMPLEMENTATION, reason="review rejected by " + ", ".join(sorted(rejected)))
+        self._move(
+            State.IMPLEMENTATION,
+            reason="review rejected by " + ", ".join(sorted(rejected)),
+            feedback=False,  # the reviewers' reasons were recorded above
+        )
         self._reopen_agents()
 
     @staticmethod

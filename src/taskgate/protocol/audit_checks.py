@@ -372,8 +372,10 @@ def check_main_agent_did_not_implement(i: AuditInput) -> CheckResult:
         if sources:
             found.add(f"main agent committed {str(e.payload.get('sha', ''))[:12]} touching "
                       f"{', '.join(sources)} during IMPLEMENTATION")  # fmt: skip
+    # A person's fix on T in VALIDATION is a recorded intervention, not the main agent's work.
+    human = {str(s) for e in i.events if e.kind == "intervention" for s in e.payload["shas"]}
     for c in i.commits or () if State.IMPLEMENTATION in _path(i) else ():
-        if c.merge or c.sha == i.archival_sha or AGENT_TAG.search(c.message):
+        if c.merge or c.sha == i.archival_sha or AGENT_TAG.search(c.message) or c.sha in human:
             continue
         sources = [f for f in c.files if is_source_file(f)]
         if sources:

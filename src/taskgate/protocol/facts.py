@@ -90,6 +90,7 @@ class TaskFacts:
     diff_files: tuple[str, ...] | None = None
     noop_approved: bool = False  # the person accepted a task that changes nothing
     validated_heads: frozenset[str] = frozenset()  # task-branch SHAs with a passing build
+    change_requests_at: tuple[str, ...] = ()  # when the person asked for changes (R-INT-11)
 
     def agent(self, name: str) -> AgentFacts:
         """The facts for a required agent (an unknown agent has no worktree and no status)."""

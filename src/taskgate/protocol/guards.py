@@ -322,9 +322,12 @@ def _rejections(f: TaskFacts) -> list[str]:
 
 
 def review_to_implementation(f: TaskFacts) -> list[Violation]:
-    """R-TRN-22: allowed only when at least one reviewer REJECTED."""
+    """R-TRN-22: allowed only when at least one reviewer REJECTED, or the person asked for
+    changes while the task was in REVIEW (R-INT-11: the person outranks the reviewers)."""
     problems = ownership(f)
-    if not _rejections(f):
+    entered = f.entered_at.get(State.REVIEW, "")
+    asked = any(at >= entered for at in f.change_requests_at) if entered else False
+    if not _rejections(f) and not asked:
         problems.append(
             Violation(
                 "R-TRN-22",

@@ -150,13 +150,16 @@ _EDIT_VERB = (
     r"(?:rename|fix|change|add|remove|delete|drop|update|refactor|move|replace|rewrite|revert"
     r"|split|extract|simplify|use|make|adjust|tweak|modify|include|document|reword|revise|edit"
     r"|correct|amend|restore|undo|squash|reorder|format|shorten|expand|cover|handle|avoid"
-    r"|convert|improve|clean|inline|bump|raise|lower|increase|decrease|reduce|limit|mention)"
+    r"|convert|improve|clean|inline|bump|raise|lower|increase|decrease|reduce|limit|mention"
+    r"|keep|leave|return|accept|reject|validate|check|throw|support|allow|ensure|implement)"
 )
 # A clause opening with an edit verb is an imperative, unless the verb is really a noun
 # ("Change looks good", "Use of X is fine") or has no object ("Update: LGTM").
 _IMPERATIVE_RE = re.compile(
-    rf"^(?:(?:please|pls|kindly|also|and|then|just|so|now|ok|okay|first|maybe)\s+)*{_EDIT_VERB}"
-    r"(?=\s+\w)(?!\s+(?:looks?|is|are|was|were|seems?|of|sounds?|makes|works?|lgtm|approved)\b)"
+    rf"^(?:(?:please|pls|kindly|also|and|then|just|so|now|ok|okay|first|maybe|only|instead)\s+)*"
+    rf"{_EDIT_VERB}(?=\s+\w)"
+    r"(?!\s+(?:looks?|is|are|was|were|seems?|of|sounds?|makes|works?|lgtm|approved|going|on"
+    r"|waiting|up)\b)"
 )
 # Polite forms stay requests even when they end in "?" ("Can you add error handling details?").
 _POLITE_REQUEST_RE = re.compile(
@@ -178,7 +181,8 @@ _REQUEST_RE = re.compile(
     # Problem reports ask for a fix as surely as "fix Y" does (R-INT-11).
     r"|\b(?:crash(?:es|ed)?|breaks|misses|lacks|regress(?:es|ed)?)\b"
     r"|\b(?:doesn't|does\s+not|don't|do\s+not)\s+(?:work|compile|build|pass)\b"
-    r"|\b(?:fails?|failing)\s+(?:on|when|for|with|if|in)\b|\bbug\s+in\b"
+    r"|\b(?:fails?|failed|failing)\s+(?:on|when|for|with|if|in|the)\b|\bbug\s+in\b"
+    r"|\b(?:don't|do\s+not|never)\s+(?:change|touch|rename|remove|break|add)\b"
 )
 _WH_START_RE = re.compile(r"\W*(?:what|how|why|when|where|which|who)\b")
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?;\n])\s+")
