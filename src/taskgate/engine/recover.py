@@ -137,9 +137,26 @@ def diagnose(engine: Engine, snap: TaskSnapshot, attempts: tuple[str, ...] = ())
         return d
     # R-REC-01: the first matching procedure is the one applied. P4's six checks run in any
     # case: P1-P3 act on the record, so a record that is itself corrupt must surface too.
-    _ = _interrupted(engine, snap, d) or _partial(engine, snap, d) or _build_failure(snap, d)
+    _ = (
+        _stopped(snap, d)
+        or _interrupted(engine, snap, d)
+        or _partial(engine, snap, d)
+        or _build_failure(snap, d)
+    )
     _corruption(snap, d)
     return d
+
+
+def _stopped(snap: TaskSnapshot, d: Diagnosis) -> bool:
+    """A deliberate stop of `run` (issue 17, engine/stops.py): its cause, not an interruption."""
+    from taskgate.engine.stops import explain
+
+    found = None if (snap.task.pending or {}).get("op") else explain(snap)
+    if found is None:
+        return False
+    d.procedure = "stop"
+    d.summary, d.actions = found
+    return True
 
 
 def _interrupted(engine: Engine, snap: TaskSnapshot, d: Diagnosis) -> bool:
