@@ -288,44 +288,51 @@ def test_no_form_post_redirects_back_to_the_task(repo: Repo, tmp_path: Path) -> 
 # -- CSRF and friends: every refusal changes nothing ---------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "attack",
-    ["no-cookie", "no-origin", "wrong-origin", "null-origin", "no-csrf", "wrong-csrf",
-     "cross-site", "text-plain", "get"],
-)  # fmt: skip
-def test_forged_requests_are_refused_and_change_nothing(
-    repo: Repo, tmp_path: Path, attack: str
-) -> None:
+ATTACKS = ("no-origin", "wrong-origin", "null-origin", "no-csrf", "wrong-csrf", "cross-site",
+           "text-plain", "get", "other-session", "no-cookie")  # fmt: skip
+
+
+def test_forged_requests_are_refused_and_change_nothing(repo: Repo, tmp_path: Path) -> None:
+    """Every way round the form: refused (401/403/405), logged, the store unchanged."""
     _at_plan(repo)
     with dashboard(repo.path, tmp_path / "st") as d:
         page = d.client.get(f"/tasks/{TASK}").text
         form = {"csrf": d.csrf(page), "kind": "plan", "bound_to": d.bound(page)}
         path = f"/tasks/{TASK}/approve"
         before = fingerprint(repo.path)
-        if attack == "no-cookie":
-            d.client.cookies.clear()
-            r = d.post(path, form)
-        elif attack == "no-origin":
-            r = d.post(path, form, origin=None)
-        elif attack == "wrong-origin":
-            r = d.post(path, form, origin="http://evil.example")
-        elif attack == "null-origin":
-            r = d.post(path, form, origin="null")
-        elif attack == "no-csrf":
-            r = d.post(path, {k: v for k, v in form.items() if k != "csrf"})
-        elif attack == "wrong-csrf":
-            r = d.post(path, {**form, "csrf": "forged"})
-        elif attack == "cross-site":
-            r = d.post(path, form, **{"sec-fetch-site": "cross-site"})
-        elif attack == "text-plain":
-            body = "&".join(f"{k}={v}" for k, v in form.items())
-            r = d.client.post(path, content=body, headers={"content-type": "text/plain",
-                                                           "origin": BASE})  # fmt: skip
-        else:
-            r = d.client.get(path + "?" + "&".join(f"{k}={v}" for k, v in form.items()))
-        assert r.status_code in (401, 403, 405), (attack, r.status_code, r.text)
-        assert fingerprint(repo.path) == before
+        for attack in ATTACKS:
+            logged = len(d.server.log)
+            if attack == "no-cookie":
+                d.client.cookies.clear()
+                r = d.post(path, form)
+            elif attack == "no-origin":
+                r = d.post(path, form, origin=None)
+            elif attack == "wrong-origin":
+                r = d.post(path, form, origin="http://evil.example")
+            elif attack == "null-origin":
+                r = d.post(path, form, origin="null")
+            elif attack == "no-csrf":
+                r = d.post(path, {k: v for k, v in form.items() if k != "csrf"})
+            elif attack == "wrong-csrf":
+                r = d.post(path, {**form, "csrf": "forged"})
+            elif attack == "cross-site":
+                r = d.post(path, form, **{"sec-fetch-site": "cross-site"})
+            elif attack == "text-plain":
+                body = "&".join(f"{k}={v}" for k, v in form.items())
+                r = d.client.post(path, content=body, headers={"content-type": "text/plain",
+                                                               "origin": BASE})  # fmt: skip
+            elif attack == "other-session":  # a second login's cookie with the first's token
+                other = d.client.get(f"/login?token={d.token}")
+                assert other.status_code == 200
+                r = d.post(path, form)
+            else:
+                r = d.client.get(path + "?" + "&".join(f"{k}={v}" for k, v in form.items()))
+            assert r.status_code in (401, 403, 405), (attack, r.status_code, r.text)
+            assert fingerprint(repo.path) == before, attack
+            if attack != "get":
+                assert len(d.server.log) == logged + 1, attack
+                entry = d.server.log[-1]
+                assert entry["outcome"] == "refused" and entry["channel"] == "dashboard", attack
     assert _status(repo)["state"] == "SYNTHESIS" and not _status(repo)["approvals"]
-    if attack != "get":
-        last = json.loads((tmp_path / "st" / "dashboard.log").read_text().splitlines()[-1])
-        assert last["outcome"] == "refused" and last["channel"] == "dashboard"
+    lines = (tmp_path / "st" / "dashboard.log").read_text().splitlines()
+    assert len(lines) == len(ATTACKS) - 1

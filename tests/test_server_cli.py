@@ -28,7 +28,10 @@ def _sse(base: str, cookie: str) -> http.client.HTTPResponse:
 def _next_event(stream: http.client.HTTPResponse, kind: str) -> dict[str, object]:
     event = ""
     while True:
-        line = stream.readline().decode().rstrip("\n")
+        raw = stream.readline()
+        if not raw:
+            raise EOFError("the event stream ended")
+        line = raw.decode().rstrip("\n")
         if line.startswith("event: "):
             event = line[7:]
         elif line.startswith("data: ") and event == kind:
@@ -93,3 +96,102 @@ def test_serve_outside_an_initialised_repository_says_what_to_do(tmp_path: Path)
         "serve", "--port", "0", "--state-dir", str(tmp_path / "s")
     )
     assert result.code == 2 and "taskgate init" in result.err
+
+
+def _consistent(rec: dict[str, object]) -> None:
+    """One record = one snapshot: its parts agree with each other."""
+    status = rec["status"]
+    transitions = rec["transitions"]
+    events = rec["events"]
+    assert isinstance(status, dict) and isinstance(transitions, list) and isinstance(events, list)
+    assert status["_seq"] == rec["seq"] and status["state"] == rec["state"]
+    if transitions:
+        assert transitions[-1]["to"] == rec["state"]
+    assert sum(1 for e in events if e["kind"] == "transition") == len(transitions)
+
+
+def test_pages_stay_consistent_and_live_while_run_changes_the_store(tmp_path: Path) -> None:
+    """`run --all --yes` drives 3 tasks while the board and a task record are read over and
+    over: every read is one consistent snapshot, and the live stream keeps up to the end."""
+    import subprocess
+    import sys
+    import threading
+
+    from conftest import SRC, git
+    from taskgate.orchestrator.demo import create_sample
+
+    repo = tmp_path / "textkit"
+    create_sample(repo, auto_approve=True)
+    (repo / "todo.md").write_text("# Tasks\n\n" + "".join(
+        f"## h{i}: Helper {i}\n- Purpose: p\n- Scope: src/textkit/h{i}.py and its test\n"
+        f"- Components: function, tests\n- Files: src/textkit/h{i}.py, tests/test_h{i}.py\n\n"
+        for i in range(3)))  # fmt: skip
+    git(repo, "add", "todo.md")
+    git(repo, "commit", "-q", "-m", "todo")
+    Repo(repo).ok("init")
+    server = start_server(repo, tmp_path / "st")
+    changes: list[dict[str, object]] = []
+    try:
+        client = Browserless(server.base)
+        client.get(f"/login?token={server.token}")
+        stream = _sse(server.base, client.cookie_header())
+        _next_event(stream, "hello")
+
+        def listen() -> None:
+            try:
+                while True:
+                    changes.append(_next_event(stream, "change"))
+            except Exception:
+                return
+
+        threading.Thread(target=listen, daemon=True).start()
+        env = {**__import__("os").environ, "PYTHONPATH": str(SRC)}
+        run = subprocess.Popen([sys.executable, "-m", "taskgate", "run", "--all", "--yes"],
+                               cwd=repo, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+        reads = 0
+        while run.poll() is None:
+            status, body = client.get("/api/board")
+            assert status == 200
+            for column in json.loads(body)["columns"]:
+                for card in column["tasks"]:
+                    assert card["column"] == column["state"]
+            status, body = client.get("/api/tasks/h0")
+            if status == 200:
+                _consistent(json.loads(body))
+                reads += 1
+        assert run.returncode == 0, run.stderr.read() if run.stderr else ""
+        final = json.loads(Repo(repo).ok("status", "--json").out)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the last change reaches the page
+            board = json.loads(client.get("/api/board")[1])
+            shown = {t["task"]: t["state"] for c in board["columns"] for t in c["tasks"]}
+            if all(shown.get(r["task_name"]) == r["state"] for r in final):
+                break
+            time.sleep(0.05)
+        assert all(shown.get(r["task_name"]) == r["state"] for r in final), (shown, final)
+        assert {r["state"] for r in final} <= {"CLEANUP", "COMPLETE"} and len(final) == 3
+        seen = {t for c in changes for t in c["tasks"]}  # type: ignore[attr-defined]
+        assert reads > 0 and {"h0", "h2"} <= seen
+    finally:
+        server.stop()
+
+
+def test_bench_script_runs_small() -> None:
+    """bench/dashboard.py still runs (tiny sizes; no timing asserted)."""
+    import subprocess
+    import sys
+
+    from conftest import SRC
+
+    bench = SRC.parent / "bench"
+    result = subprocess.run([sys.executable, str(bench / "dashboard.py"), "30", "40", "2"],
+                            cwd=bench, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    for expected in (
+        "board, 30 tasks, after a change",
+        "task page, 40 events",
+        "commit -> SSE event",
+        "run --all --yes over 2 tasks (exit 0, 2 done)",
+    ):
+        assert expected in result.stdout, result.stdout
