@@ -100,10 +100,10 @@ def files_containing(root: Path, needle: bytes, skip: set[Path]) -> list[Path]:
 def test_classify_prepares_every_worktree(tmp_path: Path) -> None:
     repo = project(tmp_path / "repo", f"setup = {toml_list([MARKER_CMD])}\n")
     base = repo.git("rev-parse", "main")
-    repo.ok("start", TASK)
+    started = repo.ok("start", TASK)
+    assert "setup [task] created setup-marker.txt: kept out of git" in started.err
     classify = repo.ok("classify", TASK, cwd=repo.worktree(TASK))
     assert "setup [architect]" in classify.err and "ok in" in classify.err  # a line per command
-    assert "setup [architect] created setup-marker.txt: kept out of git" in classify.err
     trees = worktrees(repo, TASK)
     assert len(trees) >= 3
     bases = {}
@@ -226,7 +226,8 @@ def test_cleanup_keeps_the_main_worktree_originals(tmp_path: Path) -> None:
         "+ ' ' + str(os.path.exists('.env')) + ' ' + str(os.path.islink('node_modules')) + '\\n')"
     )
     validation = f"[validation]\ncommands = [{json.dumps([sys.executable, '-c', probe])}]\n"
-    repo = project(tmp_path / "repo", 'symlink = ["node_modules"]\n', validation=validation)
+    worktree = f'symlink = ["node_modules"]\nsetup = {toml_list([MARKER_CMD])}\n'
+    repo = project(tmp_path / "repo", worktree, validation=validation)
     main_env = repo.path / ".env"
     original = main_env.stat()
     to_complete(repo, TASK)

@@ -317,6 +317,13 @@ def exclude_new_untracked(worktree: Path, common_dir: Path, before: set[str]) ->
     return tops
 
 
+def untracked_all(worktree: Path) -> set[str]:
+    """Every untracked path of a worktree, ignored ones included; a directory holding nothing
+    tracked is one entry (`node_modules/`)."""
+    out = git("ls-files", "-z", "--others", "--directory", cwd=worktree).stdout
+    return set(split_z(out))
+
+
 def untracked(worktree: Path) -> set[str]:
     """Untracked, not ignored files of a worktree."""
     return set(

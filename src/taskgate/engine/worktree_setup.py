@@ -104,7 +104,8 @@ class Outcome:
     placed: files.Placed | None = None  # None: placed by an earlier call
     ran: list[dict[str, Any]] = field(default_factory=list)
     failed: dict[str, Any] | None = None
-    created: list[str] = field(default_factory=list)  # untracked paths setup made, now excluded
+    created: list[str] = field(default_factory=list)  # untracked paths the setup made
+    excluded: list[str] = field(default_factory=list)  # of those, added to info/exclude
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -269,6 +270,7 @@ def _run_setup(
     if not todo:
         return
     before = files.untracked(target.path)
+    before_all = files.untracked_all(target.path)
     env = _setup_env(engine, task, target, outcome.slot)
     # Under `taskgate run` an agent worktree's setup runs in the agents' sandbox (issue 14):
     # its content may come from the agent's branch (a recreated worktree).
@@ -298,11 +300,14 @@ def _run_setup(
         marker["done"] = done
         _write_marker(target.path, marker)
         progress(f"setup [{target.label}] {_short(shown)}: ok in {seconds} s")
-    outcome.created = files.exclude_new_untracked(target.path, engine.ws.common_dir, before)
-    if outcome.created:
-        shown_paths = ", ".join(outcome.created[:5]) + (" ..." if len(outcome.created) > 5 else "")
+    outcome.excluded = files.exclude_new_untracked(target.path, engine.ws.common_dir, before)
+    if outcome.excluded:
+        shown_paths = ", ".join(outcome.excluded[:5]) + ("..." if len(outcome.excluded) > 5 else "")
         progress(f"setup [{target.label}] created {shown_paths}: kept out of git "
                  "(.git/info/exclude)")  # fmt: skip
+    # Everything new, ignored or not, is setup output: disposable at cleanup (issue 16).
+    outcome.created = sorted(files.untracked_all(target.path) - before_all)
+    if outcome.created:
         marker = read_marker(target.path)
         marker["created"] = sorted({*(marker.get("created") or []), *outcome.created})
         _write_marker(target.path, marker)
@@ -453,6 +458,8 @@ def _record(engine: Engine, task: str, outcomes: list[Outcome]) -> None:
                 payload["result"] = "FAILURE" if o.failed else "SUCCESS"
             if o.created:
                 payload["setup_created"] = o.created
+            if o.excluded:
+                payload["setup_excluded"] = o.excluded
             if o.warnings:
                 payload["warnings"] = o.warnings
             engine.event(tx, task, PREPARED_EVENT, payload)
