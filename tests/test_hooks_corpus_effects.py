@@ -123,7 +123,7 @@ def test_a_test_run_that_writes_the_worktree_is_caught_and_moved_aside(
     assert git(impl.path, "show", f"{ref}:README.md") == "rewritten"
     # in the store and in audit
     [violation] = events(impl, "effect_violation")
-    assert violation["rule"] == "R-AGT-12" and violation["quarantine"] == ref
+    assert violation["rule"] == "R-AGT-12" and ref == violation["quarantine"] + "/worktree"
     assert audit_failed_on_effects(impl)
     # the agent may not resolve it; the person does
     verdict, reason = pre(impl, f"taskgate violations {TASK} --resolve all")

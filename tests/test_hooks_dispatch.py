@@ -377,12 +377,20 @@ def test_stash_all_would_take_the_store_with_it(shared: Repo) -> None:
     assert bash(shared, "git stash -a -m x")[0] == "deny"
 
 
-def test_force_removing_a_worktree_with_unsaved_work_is_denied(impl: Repo) -> None:
-    agent_tree = impl.task_dir(TASK) / "agents" / agents_of(impl, TASK)[0] / "code"
-    assert bash(impl, f"git worktree remove --force {agent_tree}")[0] == "allow"
-    (agent_tree / "draft.py").write_text("work in progress\n")
-    verdict, reason = bash(impl, f"git worktree remove --force {agent_tree}")
+def test_force_removing_a_worktree_with_unsaved_work_is_denied(impl: Repo, tmp_path: Path) -> None:
+    spare = tmp_path / "spare"
+    subprocess.run(["git", "worktree", "add", "-q", "-b", "spare", str(spare)], cwd=impl.path,
+                   check=True)  # fmt: skip
+    assert bash(impl, f"git worktree remove --force {spare}")[0] == "allow"
+    (spare / "draft.py").write_text("work in progress\n")
+    verdict, reason = bash(impl, f"git worktree remove --force {spare}")
     assert (verdict, reason[:10]) == ("deny", "[R-CLN-04]")
+    # taskgate's own worktrees are removed by 'taskgate cleanup' only (issue 15)
+    agent_tree = impl.task_dir(TASK) / "agents" / agents_of(impl, TASK)[0] / "code"
+    verdict, reason = bash(impl, f"git worktree remove -ff {agent_tree}")
+    assert (verdict, reason[:10]) == ("deny", "[R-CLN-03]")
+    verdict, reason = bash(impl, f"git worktree remove {impl.worktree('fix-typo')}")
+    assert (verdict, reason[:10]) == ("deny", "[R-LCK-04]")
 
 
 # -- PreToolUse: sub-agent launches (R-CKP-14) -----------------------------------------------

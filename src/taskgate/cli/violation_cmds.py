@@ -41,7 +41,7 @@ def _text(task: str, found: list[dict[str, Any]]) -> str:
         lines.append(f"  [{v.get('rule')}] {v.get('id')} {state} at {v.get('at')} "
                      f"({v.get('source')}, agent {v.get('agent', 'main')})")  # fmt: skip
         lines += [f"    - {c}" for c in v.get("changes", [])[:10]]
-        lines.append(f"    moved aside: git show {v.get('quarantine')}")
+        lines.append(f"    moved aside: git for-each-ref {v.get('quarantine')}")
     if any(not v.get("resolved") for v in found):
         lines.append(
             f"hint: after looking at the change, run 'taskgate violations {task} --resolve ID' "

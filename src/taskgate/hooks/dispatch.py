@@ -196,6 +196,11 @@ PATH_KEYS = (
     "paths",
     "files",
     "edits",
+    "repo_path",
+    "repository",
+    "cwd",
+    "working_directory",
+    "folder",
 )
 _READ_VERBS = (
     "read",
@@ -241,6 +246,7 @@ def judge(data: dict[str, Any]) -> Verdict:
         analysis = analyse(command, cwd, home=os.path.expanduser("~"))
         places = [c for cmd in analysis.commands[:8] for c in cmd.cwds[:2]]
         places += sorted(analysis.writes)[:8] + sorted(analysis.dir_writes)[:8]
+        places += sorted(analysis.tree_writes)[:8]
         found = _layout(data, places)
         if found is None:
             return policy.ALLOW  # not a taskgate repository, and no task of this session

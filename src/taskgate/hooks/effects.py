@@ -79,8 +79,17 @@ def run_git(
 def worktree_print(worktree: str) -> dict[str, Any] | None:
     """HEAD, branch, status entries and dirty-file hashes of one worktree; None when it is
     not a git worktree (gone, or never created)."""
-    code, out = run_git(
-        ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all"], worktree
+    code, out = run_git(  # no fsmonitor: a configured one would run a program of the agent's
+        [
+            "-c",
+            "core.fsmonitor=false",
+            "status",
+            "--porcelain=v2",
+            "-z",
+            "--branch",
+            "--untracked-files=all",
+        ],
+        worktree,
     )
     if code != 0:
         return None
@@ -331,6 +340,9 @@ def before_tool(layout: Layout, actor: Actor, session: str) -> None:
     if actor.task is None or actor.agent or os.path.exists(path):
         return
     save(path, take(layout, actor, session))
+    from taskgate.hooks.context import remember_session
+
+    remember_session(session, layout.repo)  # later calls from outside the repository
 
 
 def compare(layout: Layout, base: dict[str, Any]) -> list[str]:

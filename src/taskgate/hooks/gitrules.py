@@ -76,6 +76,10 @@ def check_git(command: Command, layout: Layout, actor: Actor) -> Verdict:
                 f"'taskgate merge {t.name}' to merge the agents' branches (it is recorded and "
                 "keeps the effect check's baseline)",
             )
+    if sub == "worktree" and args[:1] in (["remove"], ["move"]):
+        verdict = _taskgate_worktree(args, cwds, layout, actor)
+        if not verdict.allow:
+            return verdict
     if sub == "worktree" and args[:1] == ["remove"] and any_option(args, "-f", "--force"):
         return _worktree_remove(args, cwds, layout)
     if sub == "worktree" and args[:1] in (["move"], ["prune"]) and actor.task is not None:
@@ -90,6 +94,27 @@ def check_git(command: Command, layout: Layout, actor: Actor) -> Verdict:
             "git stash --all also stashes ignored files, taskgate's state directory among "
             "them; use 'git stash' or 'git stash -u'",
         )
+    return ALLOW
+
+
+def _taskgate_worktree(
+    args: list[str], cwds: tuple[str, ...], layout: Layout, actor: Actor
+) -> Verdict:
+    """Task and agent worktrees are removed and moved only by `taskgate cleanup`."""
+    if actor.task is None and not actor.tasks:
+        return ALLOW  # the first pass knows no tasks: the session's own pass decides
+    paths = [a for a in args[1:] if not a.startswith("-")][:1]
+    for path in paths:
+        target = os.path.realpath(os.path.join(cwds[0], path))
+        kind, task, _ = place(os.path.join(target, "-"), layout)
+        if kind in ("task-worktree", "agent-worktree"):
+            own = actor.task is not None and task == actor.task.name
+            if not own or actor.task is None or actor.task.state not in FINISHING:
+                return deny(
+                    "R-LCK-04" if not own else "R-CLN-03",
+                    f"{target} is a worktree of task '{task}'; taskgate removes it in "
+                    f"'taskgate cleanup {task}' once nothing would be lost",
+                )
     return ALLOW
 
 
@@ -380,6 +405,12 @@ def git_effects(st: object, args: Sequence[object], env: dict[str, str | None]) 
     if sub not in _READERS and sub not in _WORKTREE_WRITERS:
         result.may_write_anything(f"git {sub} is an alias or an external command")
         return
+    if sub == "config" and _config_writes(rest):
+        for i, a in enumerate(rest):
+            if a in ("-f", "--file") and i + 1 < len(rest):
+                st.write(Word(rest[i + 1]))
+        result.may_write_anything("git config changes what git runs (aliases, hooks, pagers)")
+        return
     writes = worktree_writes(sub, rest, cwds)
     if (elsewhere or redirected) and (
         writes
@@ -416,6 +447,48 @@ def git_effects(st: object, args: Sequence[object], env: dict[str, str | None]) 
     ):
         st.result.tree_writes.add(os.path.realpath(d))
     _output_files(st, sub, rest, cwds)
+
+
+def _config_writes(rest: list[str]) -> bool:
+    """Whether `git config ARGS` changes a configuration file."""
+    reads = (
+        "--get",
+        "--get-all",
+        "--get-regexp",
+        "--get-urlmatch",
+        "--list",
+        "--get-color",
+        "--get-colorbool",
+        "--show-origin",
+        "--show-scope",
+        "--name-only",
+    )
+    if any(any(long_option(a, r) for r in reads) for a in rest) or "-l" in rest:
+        return False
+    valued = ("-f", "--file", "--blob", "--type", "--default")
+    ops: list[str] = []
+    skip = False
+    for a in rest:
+        if skip:
+            skip = False
+        elif a in valued:
+            skip = True
+        elif not a.startswith("-"):
+            ops.append(a)
+        elif not any(
+            long_option(a, k)
+            for k in ("--global", "--system", "--local", "--worktree", "--includes", "--null", "-z")
+        ):
+            return True  # --unset, --add, --replace-all, --edit, --rename-section ...
+    if ops[:1] in (["get"], ["list"]):
+        return False
+    return len(ops) >= 2 or ops[:1] in (
+        ["set"],
+        ["unset"],
+        ["edit"],
+        ["rename-section"],
+        ["remove-section"],
+    )
 
 
 def _changes_worktree(sub: str, rest: list[str]) -> bool:

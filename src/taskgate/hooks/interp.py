@@ -587,7 +587,26 @@ def _identifiers_ok(base: str, code: str) -> bool:
             if ident:
                 found.add("".join(ident))
             ident = []
-    return all(w in words or w[0].isdigit() for w in found)
+    declared = _declared(text) if base in ("node", "nodejs", "bun", "deno") else set()
+    return all(w in words or w in declared or w[0].isdigit() for w in found)
+
+
+def _declared(text: str) -> set[str]:
+    """Names the code itself binds: `const x`, `let y`, `var z`, arrow parameters `x =>`."""
+    tokens = text.replace("=>", " => ").replace("(", " ( ").replace(")", " ) ").split()
+    names: set[str] = set()
+    for i, tok in enumerate(tokens):
+        if tok in ("const", "let", "var", "function") and i + 1 < len(tokens):
+            names.add(tokens[i + 1].strip(",;=[]{}"))
+        if tok == "=>" and i:
+            j = i - 1
+            if tokens[j] == ")":
+                while j > 0 and tokens[j] != "(":
+                    j -= 1
+                    names.update(p.strip(",") for p in tokens[j].split(","))
+            else:
+                names.add(tokens[j])
+    return {n for n in names if n.isidentifier()}
 
 
 def _strip_strings(code: str) -> str:
@@ -628,13 +647,7 @@ def _strip_perl(code: str) -> str:
             ):
                 word = op
                 break
-        if word or (
-            c == "/"
-            and (
-                not out
-                or "".join(out).rstrip()[-1:] in ("", "(", ",", "=", "~", "!", "&", "|", ";", "{")
-            )
-        ):
+        if word or (c == "/" and _regex_position("".join(out))):
             i += len(word)
             parts = 2 if word in ("s", "tr", "y") else 1
             delim = code[i] if i < n else "/"
@@ -663,3 +676,11 @@ def _strip_perl(code: str) -> str:
         out.append(c)
         i += 1
     return "".join(out)
+
+
+def _regex_position(before: str) -> bool:
+    """Whether a `/` after `before` starts a pattern (not a division)."""
+    text = before.rstrip()
+    last = text.split()[-1] if text.split() else ""
+    keywords = ("if", "unless", "and", "or", "not", "split", "grep", "return", "while", "until")
+    return text[-1:] in ("", "(", ",", "=", "~", "!", "&", "|", ";", "{") or last in keywords

@@ -561,7 +561,9 @@ def brace_expand(text: str, limit: int = 64) -> list[str]:
                 for rest in brace_expand(head + part + tail, limit):
                     found.append(rest)
                     if len(found) > limit:
-                        raise OverBudget("brace expansion yields too many words")
+                        raise OverBudget(
+                            "brace expansion yields more words than the analyser's budget"
+                        )
             return found
         start = text.find("{", start + 1)
     return [text]

@@ -172,6 +172,14 @@ def enforce(
         if worktree_changed and tree is not None:
             _quarantine_worktree(worktree, base, tree, ref, task, changes)
             _restore_worktree(worktree, base, tree)
+            switched = tree["branch"]
+            if switched != base["tree"]["branch"] and switched not in ("", "(detached)"):
+                known = _owner(switched, rows, effects.main_branch(layout.common_dir))
+                if not known:  # a branch made by the change: kept beside the quarantine
+                    sha = now_refs.get(switched)
+                    if sha:
+                        _git(["update-ref", f"{ref}/refs/heads/{switched}", sha], layout.repo)
+                        _git(["update-ref", "-d", f"refs/heads/{switched}", sha], layout.repo)
         for name, (old, new) in moved_refs.items():
             _restore_ref(layout, name, old, new, ref)
     except (QuarantineFailed, OSError) as exc:
@@ -200,13 +208,14 @@ def enforce(
         if problems
         else ""
     )
+    shown = f"{ref}/worktree" if worktree_changed else ref
     return (
         f"[{rule}] taskgate: a change the main agent may not make in {actor.task.state} was "
-        f"found after this call (task '{task}'): {listed}. It was moved aside to {ref} "
-        f"(nothing is lost: git show {ref}) and the worktree and refs were put back as they "
-        f"were.{failed} Delegate changes to a stakeholder agent (or use 'taskgate merge "
-        f"{task}'). 'taskgate audit {task}' fails until the person resolves it with "
-        f"'taskgate violations {task} --resolve {qid}'."
+        f"found after this call (task '{task}'): {listed}. It was moved aside under {ref} "
+        f"(nothing is lost: git log {shown}; git for-each-ref {ref}) and the worktree and "
+        f"refs were put back as they were.{failed} Delegate changes to a stakeholder agent "
+        f"(or use 'taskgate merge {task}'). 'taskgate audit {task}' fails until the person "
+        f"resolves it with 'taskgate violations {task} --resolve {qid}'."
     )
 
 
@@ -259,7 +268,7 @@ def _quarantine_worktree(
     message = (f"taskgate quarantine: task {task}\n\n" + "\n".join(changes[:200]) + "\n").encode()
     args = ["commit-tree", tree_id, *[a for p in parents for a in ("-p", p)], "-F", "-"]
     sha = _git(args, wt, stdin=message).decode().strip()
-    _git(["update-ref", "-m", "taskgate quarantine", ref, sha, ""], wt)
+    _git(["update-ref", "-m", "taskgate quarantine", f"{ref}/worktree", sha, ""], wt)
 
 
 def _restore_worktree(wt: str, base: dict[str, Any], tree: dict[str, Any]) -> None:

@@ -377,9 +377,10 @@ def _tar(st: State, args: list[Word]) -> None:
             st.write_below(d)
     if create:
         archive = option_value(args, "-f", "--file")
-        if bundle and "f" in bundle:
-            ops = [w for w in args[1:] if not w.text.startswith("-")]
-            archive = ops[:1]
+        for i, w in enumerate(args):  # -cf NAME / cf NAME: the archive follows the cluster
+            t = w.text
+            if "f" in t and not t.startswith("--") and (t.startswith("-") or i == 0):
+                archive += args[i + 1 : i + 2]
         for a in archive:
             if a.text != "-":
                 st.write(a)
@@ -503,6 +504,17 @@ def _make(st: State, args: list[Word]) -> None:
         _anything(st, "make runs its recipes (make -n shows them without running)")
 
 
+def _output_option(st: State, args: list[Word]) -> None:
+    for w in option_value(args, "-o", "--output"):
+        st.write(w)
+
+
+def _in_place(st: State, args: list[Word]) -> None:
+    if has_flag(args, "i", "--inplace"):
+        for w in operands(args)[1:]:
+            st.write(w)
+
+
 def _watch(st: State, args: list[Word]) -> None:
     i = 0
     while i < len(args) and args[i].text.startswith("-"):
@@ -549,4 +561,6 @@ _HANDLERS: dict[str, Callable[[State, list[Word]], None]] = {
     "make": _make,
     "gmake": _make,
     "watch": _watch,
+    "tree": _output_option,
+    "yq": _in_place,
 }

@@ -21,7 +21,7 @@ def check_effect_violations(i: AuditInput) -> CheckResult:
             found[qid] = Finding(
                 f"[{e.payload.get('rule')}] {e.at}: {changes} (moved aside to "
                 f"{e.payload.get('quarantine')})",
-                f"look at the change (git show {e.payload.get('quarantine')}), then "
+                f"look at the change (git for-each-ref {e.payload.get('quarantine')}), then "
                 f"'taskgate violations {i.task} --resolve {qid} --reason ...'",
                 "a change was made in the task worktree or to protected refs while the main "
                 "agent was not allowed to write them",
