@@ -366,3 +366,47 @@ def test_sandbox_none_runs_unconfined_and_says_so(arena: Arena) -> None:
     assert arena.log()[0] == 0  # unconfined: nothing stops it
     assert outcome(request)["mode"] == sandbox.UNCONFINED
     assert "none" in str(outcome(request)["reason"])
+
+
+FAKE_CLAUDE = """#!/bin/sh
+# Claude Code's habits: its state in ~/.claude.json and ~/.claude/, a temp dir, then the work.
+echo '{"numStartups": 99}' > ~/.claude.json || exit 3
+mkdir -p ~/.claude/projects /tmp/claude-0 && echo '{}' > ~/.claude/projects/s.jsonl || exit 4
+echo 'def f(): pass' > f.py && git add f.py || exit 5
+git commit -q -m "[agent:$TASKGATE_AGENT] f" || exit 6
+echo '{"type": "result", "subtype": "success", "is_error": false, "session_id": "x",' \\
+ '"result": "{\\"status\\": \\"COMPLETE\\", \\"message\\": \\"ok\\"}"}'
+"""
+
+
+def test_the_claude_backend_runs_confined_with_a_private_home(arena: Arena) -> None:
+    home = Path(os.environ["HOME"])
+    (home / ".claude.json").write_text('{"numStartups": 1}')
+    fake = arena.repo.path.parent / "bin" / "claude"
+    fake.write_text(FAKE_CLAUDE)
+    fake.chmod(0o755)
+    before = Before(arena)
+    request = arena.request("true")
+    config = parse_agents_config(
+        {"backend": "claude", "claude": {"executable": str(fake)}}, arena.repo.path
+    )
+    request = replace(request, settings=config.settings(arena.agent))
+    result = invoke(request)
+    assert result.ok, result.reason
+    assert result.meta["sandbox"]["mode"] == "confined"
+    before.assert_unchanged(own_branch_may_move=True)
+    assert [c.subject for c in result.commits] == [f"[agent:{arena.agent}] f"]
+    assert (home / ".claude.json").read_text() == '{"numStartups": 1}'  # the copy was written
+    assert not (home / ".claude" / "projects").exists()
+
+
+def test_codex_in_its_own_sandbox_is_not_wrapped_again(arena: Arena) -> None:
+    request = arena.request("true")
+    config = parse_agents_config(
+        {"backend": "codex", "codex": {"executable": "/bin/false"}}, arena.repo.path
+    )
+    request = replace(request, settings=config.settings(arena.agent))
+    result = invoke(request)
+    recorded = outcome(request)
+    assert recorded["mode"] == sandbox.CONFINED and "codex's own sandbox" in str(recorded["reason"])
+    assert not result.ok  # /bin/false is no codex

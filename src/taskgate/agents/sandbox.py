@@ -43,6 +43,9 @@ UNCONFINED = "unconfined"
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
 
 # Namespaces and hardening common to the probe and every run.
+# No capabilities and no nested user namespaces: nothing inside can mount or unmount (a
+# client's own bubblewrap cannot start in here either: codex confines itself, see
+# agents/command.py; claude -p runs without its Bash sandbox).
 _FLAGS = (
     "--unshare-all", "--share-net", "--unshare-user", "--disable-userns",
     "--die-with-parent", "--new-session", "--cap-drop", "ALL",
@@ -180,12 +183,19 @@ def confine(
     branch: str,
     outputs: Sequence[Path],
     readable: Sequence[Path] = (),
+    writable_dirs: Sequence[Path] = (),
 ) -> Iterator[Jail]:
     """A Jail for `cmd` in `worktree` (on `branch`); `outputs` are the files it may write
-    outside the worktree. The private copies are removed when the block ends."""
+    outside the worktree, `writable_dirs` directories it writes in place (a backend's own
+    private directory). The private copies are removed when the block ends."""
     scratch = Path(tempfile.mkdtemp(prefix="taskgate-sandbox-"))
     try:
-        yield _build(bwrap, cmd, env, worktree, branch, outputs, readable, scratch)
+        jail = _build(bwrap, cmd, env, worktree, branch, outputs, readable, scratch)
+        for directory in writable_dirs:
+            if directory.is_dir():  # after the shadows, before the command
+                at = jail.argv.index("--chdir")
+                jail.argv[at:at] = ["--bind", str(directory), str(directory)]
+        yield jail
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
