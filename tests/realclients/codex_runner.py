@@ -53,9 +53,11 @@ class Codex:
         prompt: str = "go",
         resume: str = "",
         extra: tuple[str, ...] = (),
+        sandbox: str = "danger-full-access",
     ) -> CodexRun:
         """One `codex exec` (`resume`: of that session) whose model makes `calls` one per
-        turn, then says done."""
+        turn, then says done. By default without Codex's sandbox, so that only the hooks stand
+        between a call and the file."""
         already = self.mock.turns[-1].calls_made() if resume and self.mock.turns else 0
 
         def script(turn: Turn) -> list[dict[str, object]]:
@@ -63,9 +65,9 @@ class Codex:
             return [calls[done]] if done < len(calls) else [message("done")]
 
         self.mock.script = script
-        cmd = [str(codex_bin()), "exec", "--json", "--sandbox", "danger-full-access",
-               "--cd", str(cwd), *extra, *(["resume", resume] if resume else []),
-               "-"]  # fmt: skip
+        mode = ["--sandbox", sandbox] if sandbox else []  # "": the config's (a profile's)
+        cmd = [str(codex_bin()), "exec", "--json", *mode, "--cd", str(cwd), *extra,
+               *(["resume", resume] if resume else []), "-"]  # fmt: skip
         proc = subprocess.run(cmd, input=prompt, env=self.env(), capture_output=True, text=True,
                               timeout=120, check=False)  # fmt: skip
         assert not self.mock.errors, self.mock.errors

@@ -50,9 +50,37 @@ def test_install_writes_and_trusts_every_entry(codex: Codex, guarded: Repo) -> N
     assert all(v["trusted_hash"].startswith("sha256:") for v in trusted.values())
     status = codex.taskgate(guarded, "hooks", "status", "--client", "codex", "--json")
     assert status.returncode == 0, status.stdout + status.stderr
-    assert set(json.loads(status.stdout)["changes"].values()) == {"ok, trusted"}
+    changes = json.loads(status.stdout)["changes"]
+    assert changes.pop("profile") == "ok"
+    assert set(changes.values()) == {"ok, trusted"}
     again = codex.taskgate(guarded, "hooks", "install", "--client", "codex", "--json")
-    assert set(json.loads(again.stdout)["changes"].values()) == {"unchanged, trusted"}
+    changes = json.loads(again.stdout)["changes"]
+    assert changes.pop("profile") == "unchanged"
+    assert set(changes.values()) == {"unchanged, trusted"}
+
+
+def test_the_taskgate_profile_keeps_the_store_read_only_without_the_hooks(
+    codex: Codex, guarded: Repo
+) -> None:
+    """`codex -p taskgate`: Codex's own sandbox keeps .taskgate/ read-only at the OS level,
+    so a write there fails even when no hook runs (here: none is installed any more); the
+    rest of the workspace stays writable."""
+    (codex.home / ".codex" / "hooks.json").write_text('{"hooks": {}}')
+    store = guarded.path / ".taskgate" / "state.db"
+    before = store.read_bytes()
+    run = codex.exec(
+        guarded.path,
+        shell(f"echo forged >> {store}; echo exit=$?"),
+        shell("echo notes > notes.txt; echo exit=$?"),
+        sandbox="",
+        extra=("-p", "taskgate"),
+    )
+    assert run.code == 0, run.err
+    forged, notes = codex.mock.all_outputs()
+    assert "Read-only file system" in forged and "exit=1" in forged, forged
+    assert "exit=0" in notes, notes
+    assert store.read_bytes() == before
+    assert (guarded.path / "notes.txt").read_text() == "notes\n"
 
 
 def test_without_codex_on_path_the_hooks_are_written_but_reported_untrusted(
@@ -198,3 +226,24 @@ def test_uninstall_leaves_foreign_hooks(codex: Codex, guarded: Repo) -> None:
     done = codex.taskgate(guarded, "hooks", "uninstall", "--client", "codex")
     assert done.returncode == 0, done.stderr
     assert json.loads(path.read_text()) == {"hooks": {"Stop": [foreign]}}
+    assert not (codex.home / ".codex" / "taskgate.config.toml").exists()
+
+
+def test_a_foreign_profile_file_is_never_overwritten(tmp_path: Path) -> None:
+    from taskgate.hooks.codex_install import PROFILE_TEXT, Report, profile_path, sync_profile
+
+    path = profile_path(tmp_path)
+    path.write_text('model = "mine"\n')
+    report = Report(tmp_path / "hooks.json")
+    sync_profile(report, tmp_path, verb="install")
+    assert report.changes["profile"] == "foreign" and "move it away" in report.problems[0]
+    assert path.read_text() == 'model = "mine"\n'
+    path.unlink()
+    for verb, change in (("status", "missing"), ("install", "added"), ("status", "ok"),
+                         ("install", "unchanged"), ("uninstall", "removed")):  # fmt: skip
+        report = Report(tmp_path / "hooks.json")
+        sync_profile(report, tmp_path, verb=verb)
+        assert report.changes["profile"] == change, (verb, report)
+        if verb == "install":
+            assert path.read_text() == PROFILE_TEXT
+    assert not path.exists()

@@ -85,7 +85,8 @@ def test_the_tui_shows_the_denial_and_nothing_is_written(terminal: None, tmp_pat
         )  # fmt: skip
         assert install.returncode == 0, install.stdout + install.stderr
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        command = f"cd {shlex.quote(str(repo.path))} && exec env -i {exports} {codex_bin()}"
+        codex = f"{codex_bin()} -p taskgate"  # the profile install wrote (the docs' flow)
+        command = f"cd {shlex.quote(str(repo.path))} && exec env -i {exports} {codex}"
         tmux("new-session", "-d", "-s", SESSION, "-x", "200", "-y", "50", command)
         wait("the prompt", lambda: "Ask Codex to do anything" in screen())
         assert "need review" not in screen()  # the hooks are trusted

@@ -66,7 +66,8 @@ def _codex(args: argparse.Namespace, verb: str) -> int:
             hint="drop --project: Codex loads a repository's .codex/hooks.json only where it "
             "starts and only in a trusted project, not in taskgate's worktrees",
         )
-    path = codex.hooks_path(codex.codex_home())
+    home = codex.codex_home()
+    path = codex.hooks_path(home)
     repo: Path | None
     try:
         repo = _repo(args)
@@ -74,13 +75,16 @@ def _codex(args: argparse.Namespace, verb: str) -> int:
         repo = None
     program = codex.default_program()
     if verb == "uninstall":
-        _emit(args, codex.uninstall(path), "codex hooks in")
+        report = codex.uninstall(path)
+        codex.sync_profile(report, home, verb=verb)
+        _emit(args, report, "codex hooks in")
         return EXIT_OK
     if verb == "install":
         report = codex.install(path, program)
     else:
         report = codex.status(path, program, repo)
     codex.apply_trust(report, path, repo or path.parent, trust=verb == "install")
+    codex.sync_profile(report, home, verb=verb)
     _emit(args, report, "codex hooks in", program if verb == "install" else "")
     return EXIT_REFUSED if report.problems else EXIT_OK
 

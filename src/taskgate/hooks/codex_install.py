@@ -45,6 +45,23 @@ MATCHERS: dict[str, str | None] = {
     "Stop": None,
 }
 LAUNCHER = Path(__file__).with_name("codex_launch.py")
+# A Codex config profile (`codex -p taskgate`) whose sandbox keeps `.taskgate/` (the store, the
+# views, the task directories) read-only at the OS level in every workspace root, the rest of
+# the workspace writable: Codex's `:workspace` permission profile with one carve-out (verified
+# with 0.169.0 on Linux, bubblewrap). Opt-in per session, so the person's own defaults stay.
+PROFILE = "taskgate"
+PROFILE_TEXT = f"""\
+# taskgate-profile: written by `taskgate hooks install --client codex`; rewritten and removed
+# by it. Start Codex with `codex -p {PROFILE}` in a taskgate repository: commands may write the
+# workspace except .taskgate/ (the store and the views), which stays read-only.
+default_permissions = "{PROFILE}"
+
+[permissions.{PROFILE}]
+extends = ":workspace"
+
+[permissions.{PROFILE}.filesystem.":workspace_roots"]
+".taskgate" = "read"
+"""
 TRUST_HINT = (
     "start codex, type /hooks and trust the taskgate entries, or put codex on PATH and run "
     "'taskgate hooks install --client codex' again"
@@ -64,6 +81,37 @@ def codex_home(environ: dict[str, str] | None = None) -> Path:
 def hooks_path(home: Path) -> Path:
     """Codex's user-scope hooks file."""
     return home / "hooks.json"
+
+
+def profile_path(home: Path) -> Path:
+    """The config profile `codex -p taskgate` layers on top of config.toml."""
+    return home / f"{PROFILE}.config.toml"
+
+
+def sync_profile(report: Report, home: Path, *, verb: str) -> None:
+    """Write, check or remove the `taskgate` Codex profile; its state under "profile"."""
+    path = profile_path(home)
+    text = path.read_text(encoding="utf-8") if path.is_file() else None
+    ours = text is None or text.startswith("# taskgate-profile")
+    if not ours:
+        report.changes["profile"] = "foreign"
+        report.problems.append(f"{path} exists and was not written by taskgate; move it away")
+    elif verb == "install":
+        report.changes["profile"] = "unchanged" if text == PROFILE_TEXT else "added"
+        if text != PROFILE_TEXT:
+            atomic_write(path, PROFILE_TEXT)
+    elif verb == "uninstall":
+        if text is not None:
+            path.unlink()
+            report.changes["profile"] = "removed"
+    elif text != PROFILE_TEXT:
+        report.changes["profile"] = "missing" if text is None else "outdated"
+        report.problems.append(
+            f"profile: {path} is {report.changes['profile']}: run 'taskgate hooks install "
+            "--client codex' (sessions started with 'codex -p taskgate' rely on it)"
+        )
+    else:
+        report.changes["profile"] = "ok"
 
 
 def default_program() -> str:
