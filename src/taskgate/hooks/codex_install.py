@@ -97,7 +97,8 @@ def sync_profile(report: Report, home: Path, *, verb: str) -> None:
         report.changes["profile"] = "foreign"
         report.problems.append(f"{path} exists and was not written by taskgate; move it away")
     elif verb == "install":
-        report.changes["profile"] = "unchanged" if text == PROFILE_TEXT else "added"
+        state = "unchanged" if text == PROFILE_TEXT else "added"
+        report.changes["profile"] = f"{state} (start sessions with: codex -p {PROFILE})"
         if text != PROFILE_TEXT:
             atomic_write(path, PROFILE_TEXT)
     elif verb == "uninstall":
