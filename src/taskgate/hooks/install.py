@@ -23,18 +23,21 @@ from typing import Any
 
 from taskgate.errors import UsageError
 from taskgate.fsutil import atomic_write
-from taskgate.hooks.dispatch import AGENT_TOOLS, EVENTS, WRITE_TOOLS
+from taskgate.hooks.dispatch import EVENTS, READ_ONLY
 from taskgate.process import run
 
 MARKER = "# taskgate-hook"
-GUARDED = "|".join([*sorted(WRITE_TOOLS), "Bash", *sorted(AGENT_TOOLS)])
-# Which calls each event's entry sees; PreToolUse only the guarded tools, so that read-only
-# tools never pay for a process (docs/hooks.md).
+# Every tool but the read-only ones (issue 15): Edit, Write, Bash, Agent, MCP tools (mcp__...)
+# and any tool a later client adds. Claude Code reads a matcher with other characters than
+# letters, digits and `|` as an unanchored JavaScript regex, hence the anchors; read-only tools
+# still never start a process (docs/hooks.md).
+GUARDED = f"^(?!(?:{'|'.join(sorted(READ_ONLY))})$).+"
+# Which calls each event's entry sees; PostToolUse the same calls, for the effect check.
 MATCHERS: dict[str, str | None] = {
     "SessionStart": None,
     "UserPromptSubmit": None,
     "PreToolUse": GUARDED,
-    "PostToolUse": "|".join([*sorted(WRITE_TOOLS), "Bash"]),
+    "PostToolUse": GUARDED,
     "Stop": None,
     "SubagentStop": None,
     "SessionEnd": None,
