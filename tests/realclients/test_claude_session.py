@@ -104,20 +104,23 @@ def test_a_session_that_does_not_own_the_task_cannot_write_its_worktrees(
     agent_wt = next((repo.task_dir(TASK) / "agents").iterdir()) / "code"
     task_md = repo.task_dir(TASK) / "task.md"
     before = task_md.read_text()
+    head = repo.git("rev-parse", TASK)
     script = [
         call("Write", file_path=str(wt / "intruder.py"), content="x = 1\n"),
         call("Bash", command=f"echo x > {agent_wt}/intruder.txt", description="w"),
+        call("Bash", command="git commit -q --allow-empty -m intruder", description="c"),
         call("Read", file_path=str(task_md)),
         call("Edit", file_path=str(task_md), old_string=before.splitlines()[0], new_string="#"),
         say("blocked"),
     ]
     run = claude.run("help out", wt, script, session=OTHER)
     results = [r for r in claude.mock.last().tool_results() if r.get("is_error")]
-    assert len(results) == 3, claude.mock.last().tool_results()
+    assert len(results) == 4, claude.mock.last().tool_results()
     assert all("[R-LCK-04]" in r["text"] for r in results), results
     assert not (wt / "intruder.py").exists()
     assert not (agent_wt / "intruder.txt").exists()
     assert task_md.read_text() == before
-    assert len(run.result["permission_denials"]) == 3
+    assert repo.git("rev-parse", TASK) == head  # no commit on the task's branch
+    assert len(run.result["permission_denials"]) == 4
     data = status(repo)
     assert (data["state"], data["lock"]["session_id"]) == ("IMPLEMENTATION", OWNER)
