@@ -188,7 +188,7 @@ def confine(
     """A Jail for `cmd` in `worktree` (on `branch`); `outputs` are the files it may write
     outside the worktree, `writable_dirs` directories it writes in place (a backend's own
     private directory). The private copies are removed when the block ends."""
-    scratch = Path(tempfile.mkdtemp(prefix="taskgate-sandbox-"))
+    scratch = Path(tempfile.mkdtemp(prefix="taskgate-sandbox-", dir=_scratch_root()))
     try:
         jail = _build(bwrap, cmd, env, worktree, branch, outputs, readable, scratch)
         for directory in writable_dirs:
@@ -198,6 +198,13 @@ def confine(
         yield jail
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _scratch_root() -> str | None:
+    """Memory-backed when there is one: the private copies are many small directories, and
+    creating and removing them on a disk costs more than the sandbox itself."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
 
 
 def _build(
