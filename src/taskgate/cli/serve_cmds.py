@@ -61,6 +61,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 "  the login URL carries a secret and is shown only in a person's terminal:\n"
                 "  run 'taskgate serve --url' in your own terminal"
             )
+        print(f"  HTTP hooks: POST {base}/hooks/EVENT (docs/dashboard.md)")
         print("  Ctrl-C stops the server.", flush=True)
         if args.open:
             import webbrowser

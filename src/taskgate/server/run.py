@@ -155,6 +155,7 @@ def serve(
 
     from taskgate.engine.clock import iso, system_clock
     from taskgate.engine.workspace import find_workspace, require_initialized
+    from taskgate.server import hookdoor
     from taskgate.server.app import build_app
     from taskgate.server.context import Server, ServerContext
     from taskgate.server.security import Gate, allowed_hosts
@@ -176,7 +177,8 @@ def serve(
             hub,
             interval=options.watch_interval,
         )
-        app = build_app(Server(ctx, gate, hub, watcher))
+        hook_secret = secret.load_or_create(directory / "hook-secret")
+        app = build_app(Server(ctx, gate, hub, watcher), extra_routes=hookdoor.routes(hook_secret))
         atomic_write(
             info_path(directory),
             json.dumps(
