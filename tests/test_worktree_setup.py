@@ -184,7 +184,11 @@ def test_failing_setup_names_the_command_and_resumes(tmp_path: Path) -> None:
     flag.unlink()
     failed = repo.run("classify", TASK, cwd=wt)
     assert failed.code == 4
-    assert "in the worktree of agent 'architect' (exit 3)" in failed.err
+    agents = agents_of(repo, TASK)
+    names = ", ".join(f"'{a}'" for a in agents)  # one paragraph for the same failure
+    assert f"failed in the worktrees of {names} (exit 3)" in failed.err
+    assert failed.err.count("\n    log: ") == len(agents)
+    assert failed.err.count("setup command '") == 1
     assert f"then run 'taskgate classify {TASK}' again" in failed.err
     events = store_events(repo, "worktree_prepared")
     assert any(e.get("result") == "FAILURE" and e["agent"] == "architect" for e in events)

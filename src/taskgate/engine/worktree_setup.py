@@ -468,16 +468,23 @@ def _record(engine: Engine, task: str, outcomes: list[Outcome]) -> None:
 
 
 def _failure(task: str, failed: list[Outcome], retry: str) -> SetupFailed:
-    lines = []
+    """One paragraph per failing command and exit code, naming every worktree it failed in."""
+    groups: dict[tuple[str, int], list[Outcome]] = {}
     for o in failed:
         f = o.failed or {}
-        lines.append(f"setup command '{f.get('command')}' failed in {o.target.described} "
-                     f"(exit {f.get('exit_code')})")  # fmt: skip
-        lines += [f"    {line}" for line in f.get("tail") or []]
-        lines.append(f"    log: {f.get('log')}")
+        groups.setdefault((str(f.get("command")), int(f.get("exit_code", -1))), []).append(o)
+    lines = []
+    for (command, code), outcomes in groups.items():
+        where = outcomes[0].target.described
+        if len(outcomes) > 1:
+            names = ", ".join(f"'{o.target.agent or o.target.label}'" for o in outcomes)
+            where = f"the worktrees of {names}"
+        lines.append(f"setup command '{command}' failed in {where} (exit {code})")
+        lines += [f"    {line}" for line in (outcomes[0].failed or {}).get("tail") or []]
+        lines += [f"    log: {(o.failed or {}).get('log')}" for o in outcomes]
     again = f"run '{retry}' again" if retry else "run the same command again"
     return SetupFailed(
         "\n".join(lines),
-        hint=f"fix the cause (see the log), then {again} or 'taskgate recover {task} --repair': "
-        "setup commands that succeeded are not run again",
+        hint=f"fix the cause (see the log), then {again} (or 'taskgate run {task}', or "
+        f"'taskgate recover {task} --repair'): setup commands that succeeded are not run again",
     )
