@@ -14,10 +14,11 @@ from taskgate.errors import UsageError
 CONFIG_NAME = "taskgate.toml"
 
 DEFAULT_CONFIG_TEXT = """\
-# taskgate configuration (https://github.com/ — see README.md, "Configuration").
-# Every value below is the default; uncomment and edit to change it.
+# taskgate configuration: README.md "Configuration" and docs/guide.md describe every table.
+# Every value below is the default. To change one, uncomment the table's [header] together
+# with the keys you set (a table may appear only once in the file).
 
-[workspace]
+# [workspace]
 # Where task directories live (task worktrees, reports, views). Relative paths are relative
 # to the main worktree; ".taskgate/tasks" is excluded from git by `taskgate init`.
 # tasks_root = ".taskgate/tasks"
@@ -27,7 +28,7 @@ DEFAULT_CONFIG_TEXT = """\
 # changelog = "changelog.md"
 # remote = "origin"
 
-[protocol]
+# [protocol]
 # Refuse INIT/CLASSIFIED/REQUIREMENTS transitions unless run from the task worktree
 # (R-TRN-09, R-TRN-10, D-DOC-2 check 3).
 # check_cwd = true
@@ -37,7 +38,7 @@ DEFAULT_CONFIG_TEXT = """\
 # Allow `taskgate run --yes` to approve checkpoints automatically (recorded as automated).
 # allow_auto_approve = false
 
-[validation]
+# [validation]
 # Commands run by `taskgate validate` in the task worktree, in order, without a shell.
 # commands = ["python -m pytest -q"]
 # timeout_minutes = 30
@@ -62,12 +63,32 @@ DEFAULT_CONFIG_TEXT = """\
 # port_start = 20000
 # ports_per_worktree = 20
 
-[cleanup]
+# [cleanup]
 # Ignored files in task and agent worktrees are kept in the quarantine snapshot when cleanup
 # removes a worktree, except these disposable build caches (a name matches any path part;
 # a pattern with a slash matches the path from the worktree root).
 # disposable = ["__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache",
 #               "node_modules", ".venv", ".tox", "target", "build", "dist", ".gradle"]
+
+# [agents]
+# Which backend runs each agent: scripted (built-in, deterministic) | command | claude | codex
+# (docs/agents.md). Options of a backend go under [agents.<backend>], one agent's own settings
+# under [agents.<agent>].
+# backend = "scripted"
+# max_parallel = 4
+# sandbox = "auto"               # "auto" | "bwrap" | "none": confinement (docs/security.md)
+# sandbox_readable = []          # extra paths under /tmp or $HOME agents may read
+# [agents.claude]
+# model = "sonnet"
+# [agents.quality]
+# backend = "command"
+# command = ["./bin/my-agent"]
+
+# [spec]
+# Who writes and reviews specifications (`taskgate spec new`, docs/spec.md); without this
+# table the built-in scripted roles run, which only suit the demo.
+# backend = "claude"             # scripted | command | claude | codex
+# model = "sonnet"
 
 # [risk]
 # Extra risk patterns (gitignore-style globs), added in front of the defaults of their level.
