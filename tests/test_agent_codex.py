@@ -129,6 +129,7 @@ def test_an_implementation_commits_through_a_detached_head(tmp_path: Path) -> No
     result = invoke(request)
     assert result.ok, result.reason
     assert [c.subject for c in result.commits] == ["[agent:quality] codex change"]
+    assert result.meta["codex_sandbox"] == "workspace-write"
     worktree = env.worktree("quality")
     gitdir = git(worktree, "rev-parse", "--absolute-git-dir")
     argv = json.loads((tmp_path / "log.json").read_text())["argv"]

@@ -120,19 +120,14 @@ class CodexBackend:
             args=settings.strings("args"),
         )
 
-    def command(self, request: AgentRequest) -> list[str]:
-        """The argument list for a task run, with the writable roots of its mode."""
-        conf = self.confinement(request)
-        return self.command_in(request.worktree, _last(request), self._roots(conf, request))
-
     def confinement(self, request: AgentRequest) -> codex_sandbox.Confinement:
         """What this run may write (agents/codex_sandbox.py)."""
         return codex_sandbox.plan(request, commit=self.add_git_dir)
 
-    def _roots(self, conf: codex_sandbox.Confinement, request: AgentRequest) -> list[str]:
+    def _roots(self, conf: codex_sandbox.Confinement) -> list[str]:
         if self.sandbox != "workspace-write":
             return []  # read-only writes nothing; danger-full-access has no roots to add
-        return codex_sandbox.codex_args(conf, request, shared_tmp=self.shared_tmp)
+        return codex_sandbox.codex_args(conf, shared_tmp=self.shared_tmp)
 
     def inner(self, request: AgentRequest) -> CodexBackend:
         """The backend as it runs under taskgate's own sandbox (agents/sandbox.py), if any.
@@ -175,7 +170,7 @@ class CodexBackend:
         problems: list[str] = []
         try:
             seen = codex_sandbox.prepare(conf, request)
-            cmd = backend.command_in(request.worktree, last, backend._roots(conf, request))
+            cmd = backend.command_in(request.worktree, last, backend._roots(conf))
             proc = run_agent_process(seen, cmd)
         finally:
             problems = codex_sandbox.finish(conf, request)
@@ -192,6 +187,7 @@ class CodexBackend:
             failed_run = error_result(reason, backend=self.name, raw=raw, code=proc.returncode)
             return replace(failed_run, meta=meta)
         result = parse_result_text(final, request.mode, backend=self.name)
+        meta["codex_sandbox"] = self.sandbox  # what Codex applied to the model's commands
         return replace(result, raw_output=raw, exit_code=proc.returncode, meta=meta)
 
 

@@ -196,7 +196,7 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
-def codex_args(conf: Confinement, request: AgentRequest, *, shared_tmp: bool) -> list[str]:
+def codex_args(conf: Confinement, *, shared_tmp: bool) -> list[str]:
     """The `codex exec` options that set the writable roots."""
     args: list[str] = []
     for root in (conf.private, *conf.roots):
