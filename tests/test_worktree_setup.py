@@ -451,7 +451,9 @@ ESCAPE_CMD = [
     "    pathlib.Path(os.environ['MAIN_REPO'], name).write_text('x')\n"
     "    print('wrote')\n"
     "except OSError as exc:\n"
-    "    print('denied', exc)\n",
+    "    print('denied', exc)\n"
+    "fixed = pathlib.Path(os.environ['MAIN_REPO'], '.setup-fixed').exists()\n"
+    "raise SystemExit(0 if fixed or '/agents/' not in os.getcwd() else 5)\n",
 ]
 
 
@@ -464,8 +466,13 @@ def test_agent_worktree_setup_runs_in_the_agents_sandbox(tmp_path: Path) -> None
     if not sandbox.probe()[0]:
         pytest.skip(sandbox.probe()[1])
     repo = make_repo(tmp_path / "repo", config=f"[worktree]\nsetup = {toml_list([ESCAPE_CMD])}\n")
-    result = repo.run("run", TASK, env={"MAIN_REPO": str(repo.path)})
+    env = {"MAIN_REPO": str(repo.path)}
+    first = repo.run("run", TASK, env=env)  # the agents' setup fails until the fix
+    assert first.code == 4 and "setup command" in first.err and "(exit 5)" in first.err
+    (repo.path / ".setup-fixed").touch()
+    result = repo.run("run", TASK, env=env)  # resumes the classification, still confined
     assert result.code == 4, result.err  # stops at the plan checkpoint, worktrees ready
+    assert "waits for your plan approval" in result.err + result.out
     task_env = json.loads((repo.task_dir(TASK) / "setup" / "env.json").read_text())
     escaped = sorted(p.name for p in repo.path.glob("escape-*"))
     assert escaped == [f"escape-{task_env['TASKGATE_WORKTREE_INDEX']}"]
@@ -475,5 +482,8 @@ def test_agent_worktree_setup_runs_in_the_agents_sandbox(tmp_path: Path) -> None
         assert (wt / "setup-marker.txt").read_text() == "in", agent
         log = next((repo.task_dir(TASK) / "agents" / agent / "setup").glob("1-*.log")).read_text()
         assert "denied" in log and "Read-only file system" in log, log
-    ran = {e["agent"]: e["setup"][0]["sandbox"] for e in store_events(repo, "worktree_prepared")}
-    assert ran == {None: "none"} | {a: "bwrap" for a in agents}
+    ran = [(e["agent"], s["sandbox"]) for e in store_events(repo, "worktree_prepared")
+           for s in e.get("setup", [])]  # fmt: skip
+    assert sorted(set(ran), key=str) == sorted({(None, "none")} | {(a, "bwrap") for a in agents},
+                                              key=str)  # fmt: skip
+    assert len(ran) == 1 + 2 * len(agents)  # the agents' setups ran twice: failed, then fixed

@@ -84,6 +84,11 @@ def run_one(
     engine: Engine, task: str, approver: Approver, progress: Progress, *, parallel: int = 4
 ) -> str:
     """Claim or resume `task` as this process and drive it to CLEANUP."""
+    # Agent worktrees' setup commands run confined (issue 21 with 14), also when `start`
+    # resumes an interrupted classification.
+    engine.setup_runner = setup_sandbox.runner(
+        parse_agents_config(engine.ws.config.agents, engine.ws.repo)
+    )
     result = lifecycle.start(engine, task)
     progress.emit("start", task, f"{result.action} (state {result.state})", action=result.action)
     if result.state == "CLEANUP":  # an interrupted cleanup that start finished (issue 16)
@@ -91,7 +96,6 @@ def run_one(
     lifecycle.take_process_lease(engine, task)
     engine.cwd = engine.ws.task_worktree(task)  # the seeds' cwd checks (R-TRN-09/10)
     agents = parse_agents_config(engine.ws.config.agents, engine.ws.repo)
-    engine.setup_runner = setup_sandbox.runner(agents)  # agent worktrees' setup confined
     warning = confinement.notice(agents)  # unconfined agents: said on every run (issue 14)
     if warning:
         progress.emit("sandbox", task, warning, confined=False)
