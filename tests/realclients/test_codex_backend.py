@@ -109,13 +109,15 @@ def test_an_implementation_agent_commits_on_its_branch(
     assert not mock.errors and not mock.other  # nothing but /v1/responses was asked
 
 
+@pytest.mark.parametrize("where", ["outside /tmp", "under /tmp"])
 def test_what_the_agent_must_not_write_stays_read_only(
-    outside_tmp: Path, model: tuple[Model, MockOpenAI]
+    outside_tmp: Path, tmp_path: Path, model: tuple[Model, MockOpenAI], where: str
 ) -> None:
     """Codex's own sandbox (taskgate's off): every write outside the writable roots fails at
-    the OS level, and the files, the store and the refs are as they were."""
+    the OS level, and the files, the store and the refs are as they were; under /tmp too,
+    which Codex would make writable by default."""
     script, mock = model
-    env = task_env(outside_tmp, "none")
+    env = task_env(outside_tmp if where == "outside /tmp" else tmp_path, "none")
     repo = env.ws.repo
     store = repo / ".taskgate" / "state.db"
     other = env.worktree("test")
