@@ -18,7 +18,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from taskgate.server import routes
+from taskgate.server import routes, spec_routes
 from taskgate.server.context import Server
 from taskgate.server.security import SECURITY_HEADERS, Gate
 
@@ -94,6 +94,7 @@ def build_app(
     app = Starlette(
         routes=[
             *routes.dashboard_routes(),
+            *spec_routes.routes(),
             Route("/static/{name}", static),
             *extra_routes,
         ],

@@ -121,7 +121,9 @@
       .then(function (r) { return r.json(); })
       .then(function (d) {
         if (d.ok) {
-          say((d.message || "Recorded.").split("\n")[0] + " (" + d.state_before + " → " + d.state_after + ")", true);
+          var moved = d.state_before ? " (" + d.state_before + " → " + d.state_after + ")" : "";
+          say((d.message || "Recorded.").split("\n")[0] + moved, true);
+          if (!fragmentUrl()) setTimeout(function () { window.location.reload(); }, 1200);
         } else {
           say("Refused: " + d.error + (d.hint ? " — " + d.hint : ""), false);
         }
