@@ -11,6 +11,7 @@ Used by tests/test_realproject.py and bench/realproject.py.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -200,16 +201,18 @@ def invocations(repo: Path, task: str | None = None) -> list[dict[str, Any]]:
     feedback section, ordered by round and attempt per agent."""
     rows = []
     for prompt in (repo / ".taskgate" / "tasks").glob("*/agents/*/*.prompt.md"):
-        name = prompt.name.removesuffix(".prompt.md")
-        mode, rnd, attempt = name.rsplit("-", 2)
+        match = re.fullmatch(r"(\w+)-r(\d+)-a(\d+)(?:-(\d+))?\.prompt\.md", prompt.name)
+        assert match, prompt
+        mode, rnd, attempt, again = match.groups()
         text = prompt.read_text()
         told = text.split("Feedback from earlier rounds, failures and the user:", 1)[-1]
         rows.append({
             "task": prompt.parents[2].name, "agent": prompt.parent.name, "mode": mode,
-            "round": int(rnd[1:]), "attempt": int(attempt[1:]),
+            "round": int(rnd), "attempt": int(attempt), "again": int(again or 1),
             "feedback": told.split("\nMode:", 1)[0].strip(),
         })  # fmt: skip
-    rows.sort(key=lambda r: (r["task"], r["agent"], r["mode"], r["round"], r["attempt"]))
+    rows.sort(key=lambda r: (r["task"], r["agent"], r["mode"], r["round"], r["attempt"],
+                             r["again"]))  # fmt: skip
     return [r for r in rows if task is None or r["task"] == task]
 
 

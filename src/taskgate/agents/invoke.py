@@ -98,7 +98,13 @@ def build_request(
 
 
 def _stem(request: AgentRequest) -> str:
-    return f"{request.mode.value}-r{request.round}-a{request.attempt}"
+    """`MODE-rROUND-aATTEMPT`, with `-2`, `-3` … when that invocation happened before (a plan
+    rewritten in one round): the prompt files are the record of every invocation."""
+    stem = f"{request.mode.value}-r{request.round}-a{request.attempt}"
+    again = 1
+    while (request.agent_dir / f"{stem}{f'-{again}' if again > 1 else ''}.prompt.md").exists():
+        again += 1
+    return f"{stem}-{again}" if again > 1 else stem
 
 
 def _porcelain(worktree: Path) -> list[str]:
@@ -237,7 +243,8 @@ def invoke(request: AgentRequest, backend: Backend | None = None) -> AgentResult
         settings = request.settings
         backend = get_backend(settings.backend if settings else "scripted", settings)
     request.agent_dir.mkdir(parents=True, exist_ok=True)
-    prompt_file = request.agent_dir / f"{_stem(request)}.prompt.md"
+    stem = _stem(request)
+    prompt_file = request.agent_dir / f"{stem}.prompt.md"
     atomic_write(prompt_file, request.prompt)
     request = replace(request, prompt_file=prompt_file)
     before = gitrepo.head_sha(request.worktree)
@@ -261,11 +268,11 @@ def invoke(request: AgentRequest, backend: Backend | None = None) -> AgentResult
         result = _check(request, result, before)
     record = {"request": _request_json(request), "result": result.to_json()}
     atomic_write(
-        request.agent_dir / f"{_stem(request)}.result.json",
+        request.agent_dir / f"{stem}.result.json",
         json.dumps(record, indent=2, sort_keys=True) + "\n",
     )
     if result.raw_output:
-        atomic_write(request.agent_dir / f"{_stem(request)}.output.txt", result.raw_output)
+        atomic_write(request.agent_dir / f"{stem}.output.txt", result.raw_output)
     return result
 
 
