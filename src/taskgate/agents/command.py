@@ -106,7 +106,8 @@ def agent_outputs(request: AgentRequest) -> list[Path]:
 
 def _backend_dirs(request: AgentRequest) -> list[Path]:
     """Directories a backend keeps for the agent to write in place: codex's private dir
-    (agents/codex_sandbox.py: its $TMPDIR and the staged report or task.md)."""
+    (agents/codex_sandbox.py: its $TMPDIR and the staged report or task.md). Codex runs with
+    its own sandbox off inside ours (CodexBackend.inner): bubblewrap cannot nest."""
     if request.settings is not None and request.settings.backend == "codex":
         return [request.agent_dir / "codex"]
     return []
@@ -126,9 +127,8 @@ def run_agent_process(request: AgentRequest, cmd: Sequence[str]) -> process.Resu
     env = agent_env(request)
     setting = request.settings.sandbox if request.settings is not None else "auto"
     readable = request.settings.sandbox_readable if request.settings is not None else ()
-    self_confined = _confines_itself(request, setting)
     try:
-        choice = sandbox.Choice(False, self_confined) if self_confined else sandbox.choose(setting)
+        choice = sandbox.choose(setting)
     except sandbox.SandboxUnavailable as exc:
         return _refused(request, cmd, str(exc))
     missing = _missing(cmd, request.worktree, env)
@@ -158,23 +158,10 @@ def run_agent_process(request: AgentRequest, cmd: Sequence[str]) -> process.Resu
                 return _refused(request, cmd, f'[agents] sandbox = "bwrap" but {exc}')
             choice = sandbox.Choice(False, f"cannot confine: {exc}")
     proc = _run(request, cmd, env)
-    mode = sandbox.CONFINED if self_confined else sandbox.UNCONFINED
-    atomic_write_json(sandbox_record(request), sandbox.Outcome(mode, choice.reason).to_json())
+    atomic_write_json(
+        sandbox_record(request), sandbox.Outcome(sandbox.UNCONFINED, choice.reason).to_json()
+    )
     return proc
-
-
-def _confines_itself(request: AgentRequest, setting: str) -> str:
-    """Why the agent is confined without taskgate's sandbox ("" when it is not): codex in
-    workspace-write or read-only runs every command in its own bubblewrap (agents/
-    codex_sandbox.py), which cannot start inside another one. `sandbox = "bwrap"` still wraps
-    it (then set [agents.codex] sandbox = "danger-full-access")."""
-    settings = request.settings
-    if setting != "auto" or settings is None or settings.backend != "codex":
-        return ""
-    mode = settings.text("sandbox", "workspace-write")
-    if mode == "danger-full-access":
-        return ""
-    return f"codex's own sandbox ({mode}, agents/codex_sandbox.py)"
 
 
 def _run(request: AgentRequest, cmd: Sequence[str], env: dict[str, str]) -> process.Result:

@@ -44,8 +44,8 @@ INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
 
 # Namespaces and hardening common to the probe and every run.
 # No capabilities and no nested user namespaces: nothing inside can mount or unmount (a
-# client's own bubblewrap cannot start in here either: codex confines itself, see
-# agents/command.py; claude -p runs without its Bash sandbox).
+# client's own bubblewrap cannot start in here either: codex runs with its sandbox off inside
+# this one, CodexBackend.inner; claude -p runs without its Bash sandbox).
 _FLAGS = (
     "--unshare-all", "--share-net", "--unshare-user", "--disable-userns",
     "--die-with-parent", "--new-session", "--cap-drop", "ALL",
