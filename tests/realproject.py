@@ -121,6 +121,9 @@ def apply(edits, why):
     return changed
 
 
+if mine.get("hang") == mode:  # an agent that never answers (kill -9 tests)
+    import time
+    time.sleep(600)
 if mode == "requirements":
     Path(os.environ["TASKGATE_REPORT_PATH"]).write_text(
         f"# {agent} requirements for {task}\n\n" + "Keep the public API stable and tested. " * 5)

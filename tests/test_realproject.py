@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from realproject import LIB, invocations, make_project, run_git, task_entry
 
@@ -259,3 +263,47 @@ def test_a_missing_agent_executable_stops_at_once(tmp_path: Path) -> None:
     proc = taskgate(repo, "run", "add-snake", "--yes")
     assert proc.returncode == 0, proc.stderr
     assert "def snake" in main_file(repo, "strutil/case.py")
+
+
+def _agent_processes(token: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            status = (proc / "status").read_text()
+        except OSError:
+            continue
+        if token in cmdline and "State:\tZ" not in status:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("sandbox", ["auto", "none"])
+def test_kill_9_of_run_ends_its_agents(tmp_path: Path, sandbox: str) -> None:
+    """No orphans: agents of a `run` killed with SIGKILL end with it (confined: bwrap
+    --die-with-parent; unconfined: PR_SET_PDEATHSIG), so a new run never works beside them."""
+    scenario = {"add-snake": {"agents": {"quality": {"hang": "requirements"}}}}
+    repo = make_project(tmp_path, scenario, "# Tasks\n\n" + task_entry(
+        "add-snake", "Add snake case", "strutil/case.py"))  # fmt: skip
+    config = repo / "taskgate.toml"
+    config.write_text(config.read_text().replace(
+        "[agents]\n", f'[agents]\nsandbox = "{sandbox}"\n'))  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "TASKGATE_SESSION"}
+    run = subprocess.Popen([sys.executable, "-m", "taskgate", "run", "add-snake", "--yes"],
+                           cwd=repo, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)  # fmt: skip
+    token = str(tmp_path / "agent.py")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        reports = list((repo / ".taskgate" / "tasks" / "add-snake").glob("*-requirements.md"))
+        if _agent_processes(token) and len(reports) >= 3:
+            break
+        time.sleep(0.2)
+    assert _agent_processes(token), "the hanging agent never started"
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    deadline = time.monotonic() + 15
+    while _agent_processes(token) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _agent_processes(token) == []

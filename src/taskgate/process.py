@@ -6,9 +6,33 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """Linux: the child gets SIGKILL when taskgate dies, even by `kill -9` (PR_SET_PDEATHSIG),
+    so an unconfined agent never outlives `taskgate run` (issue 17). Confined agents have
+    bwrap's --die-with-parent; on macOS there is no equivalent, and `taskgate run` ends the
+    agents' process groups on every exit it survives (Ctrl-C, errors, timeouts)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:  # runs between fork and exec: no allocation-heavy work here
+        prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return arm
 
 
 @dataclass(frozen=True)
@@ -108,6 +132,7 @@ def _run_group(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=_die_with_parent(),
         )
     except (FileNotFoundError, PermissionError) as exc:
         return Result(tuple(cmd), 127, "", f"{cmd[0]}: {exc.strerror or 'cannot execute'}")
