@@ -24,8 +24,8 @@ NO_AGENTS = "no agent processes"  # built-in agents only, or agents run by the p
 HUMAN_ONLY = ("terminal", "human-prompt", "dashboard")
 
 UNPROVEN = (
-    "approvals cannot be proven human: agents were not confined, so what they ran could "
-    "write the store (docs/security.md)"
+    "approvals cannot be proven human: the task's agents did not run confined, so the store "
+    "was within their reach (docs/security.md)"
 )
 
 
@@ -86,7 +86,7 @@ def check_confinement(i: AuditInput) -> CheckResult:
         notes.append(UNPROVEN)
     return CheckResult(
         "trust",
-        "agents ran confined, and approvals came through a channel only a person can drive",
+        "how the agents ran; in a confined task, approvals only through a person's channel",
         ("R-CKP-02", "R-WTB-02"),
         tuple(findings),
         tuple(notes),
