@@ -41,8 +41,12 @@ def _at_changes(repo: Repo) -> None:
 # -- imports -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv", [["status"], ["todo"], ["--help"]])
+@pytest.mark.parametrize(
+    "argv", [["status"], ["todo"], ["--help"], ["hook", "PreToolUse"], ["hook", "PostToolUse"]]
+)
 def test_commands_that_do_not_serve_import_no_web_stack(repo: Repo, argv: list[str]) -> None:
+    fixture = Path(__file__).parent / "fixtures" / "hooks" / "pre_tool_use_write.json"
+    stdin = fixture.read_text().replace("REPO", str(repo.path))
     code = (
         "import sys\nfrom taskgate.cli.main import main\n"
         f"try:\n    main({[*argv]!r})\nexcept SystemExit:\n    pass\n"
@@ -52,7 +56,7 @@ def test_commands_that_do_not_serve_import_no_web_stack(repo: Repo, argv: list[s
         "print('HEAVY', heavy, file=sys.stderr)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(SRC), "TASKGATE_SESSION": "s1"}
-    proc = subprocess.run([sys.executable, "-c", code], cwd=repo.path, env=env,
+    proc = subprocess.run([sys.executable, "-c", code], cwd=repo.path, env=env, input=stdin,
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert "HEAVY []" in proc.stderr, proc.stderr
 
