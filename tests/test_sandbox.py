@@ -14,6 +14,7 @@ import os
 import sqlite3
 import stat
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -119,6 +120,25 @@ class Arena:
 
 @pytest.fixture
 def arena(tmp_path: Path) -> Arena:
+    """A fresh arena, for the tests that change it."""
+    return make_arena(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arena]:
+    """One arena for the corpus: each attempt must leave it as it was (asserted by Before)."""
+    root = tmp_path_factory.mktemp("arena")
+    home = root / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = T\n\temail = t@example.com\n")
+    with pytest.MonkeyPatch.context() as mp:  # module scope: before conftest's hermetic HOME
+        mp.setenv("HOME", str(home))
+        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        yield make_arena(root)
+
+
+def make_arena(tmp_path: Path) -> Arena:
+    """Two started tasks with agent worktrees, hooks settings, and the attacker script."""
     repo = make_repo(tmp_path / "repo")
     (repo.path / ".claude").mkdir()
     (repo.path / ".claude" / "settings.json").write_text('{"hooks": {}}\n')
@@ -224,7 +244,8 @@ REFUSED = {
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
-def test_a_confined_agent_cannot_write_protected_places(arena: Arena, name: str) -> None:
+def test_a_confined_agent_cannot_write_protected_places(shared: Arena, name: str) -> None:
+    arena = shared
     before = Before(arena)
     db_mode = stat.S_IMODE(arena.ws.db_path.stat().st_mode)
     request = arena.request(REFUSED[name])
@@ -260,7 +281,8 @@ MOVES = {
 
 
 @pytest.mark.parametrize("name", sorted(MOVES))
-def test_ref_moves_are_discarded_and_recorded(arena: Arena, name: str) -> None:
+def test_ref_moves_are_discarded_and_recorded(shared: Arena, name: str) -> None:
+    arena = shared
     before = Before(arena)
     request = arena.request(MOVES[name])
     result = invoke(request)
