@@ -158,7 +158,7 @@ def test_the_person_approves_and_requests_changes_in_the_browser(
     _wait_state(browser, "SYNTHESIS")
     shown = browser.find_element(By.ID, "bound").text
     assert shown == browser.find_element(By.ID, "plan-hash").text and len(shown) == 64
-    assert "Implementation Plan" in browser.find_element(By.ID, "plan").text
+    assert "Implementation Plan" in browser.find_element(By.ID, "plan-text").text
     browser.execute_script("window.__sameDocument = 'yes'")
 
     # Approve: the state advances live, without a reload.
@@ -176,6 +176,8 @@ def test_the_person_approves_and_requests_changes_in_the_browser(
     head = _status(demo)["checkpoint"]["commit_sha"]
     assert browser.find_element(By.ID, "bound").text == head
     assert "src/textkit/slugify.py" in browser.find_element(By.ID, "change").text
+    # The plan was approved already: fold it, so the screenshot shows the change under review.
+    browser.execute_script("document.getElementById('plan-text').closest('details').open = false")
     _artifact(browser, "task", tmp_path, full_height=True)
 
     # Forged requests from outside the page: refused, and the store is unchanged.
@@ -193,7 +195,7 @@ def test_the_person_approves_and_requests_changes_in_the_browser(
     browser.find_element(By.ID, "request-changes").click()
     _wait_state(browser, "IMPLEMENTATION")
     assert browser.execute_script("return window.__sameDocument") == "yes"
-    assert text in browser.find_element(By.ID, "feedback").text
+    assert text in browser.find_element(By.ID, "feedback-list").text
     status = _status(demo)
     assert status["feedback"][-1]["text"] == text
     assert status["feedback"][-1]["provenance"] == "dashboard"

@@ -81,7 +81,7 @@ def render(snap: TaskSnapshot, *, now: str | None = None) -> str:
     )
     rows = ["state", *agents, "checks"]
     top = 8
-    height = top + ROW * len(rows) + 34
+    height = top + ROW * len(rows) + 44
     y_of = {name: top + i * ROW for i, name in enumerate(rows)}
     end_x = axis.x(xs[-1])
     parts = [
@@ -228,7 +228,7 @@ def _marks(events: tuple[EventRow, ...], xs: list[float], axis: _Axis, y: int) -
 def _ticks(events: tuple[EventRow, ...], xs: list[float], axis: _Axis, y: int) -> list[str]:
     out = [f'<line class="axis" x1="{LABEL}" x2="{WIDTH - PAD}" y1="{y + 2}" y2="{y + 2}"/>']
     label = "time (UTC)" if axis.mode == "time" else "event order (times in the tooltips)"
-    out.append(f'<text class="lbl" x="4" y="{y + 26}">{escape(label)}</text>')
+    out.append(f'<text class="lbl" x="4" y="{y + 34}">{escape(label)}</text>')
     count = 5
     for i in range(count + 1):
         value = axis.start + axis.span * i / count
