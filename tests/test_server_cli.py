@@ -195,3 +195,20 @@ def test_bench_script_runs_small() -> None:
         "run --all --yes over 2 tasks (exit 0, 2 done)",
     ):
         assert expected in result.stdout, result.stdout
+
+
+def test_serve_says_what_to_do_when_the_port_is_taken(repo: Repo, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = repo.run("serve", "--port", str(port), "--state-dir", str(tmp_path / "st"))
+    assert result.code == 2 and "cannot listen" in result.err and "--port" in result.err
+    assert not list((tmp_path / "st").glob("serve/*/server.json"))
+
+
+def test_allow_host_needs_allow_remote(repo: Repo, tmp_path: Path) -> None:
+    result = repo.run("serve", "--allow-host", "box.lan", "--state-dir", str(tmp_path / "st"))
+    assert result.code == 2 and "--allow-remote" in result.err

@@ -257,3 +257,9 @@ def test_watcher_publishes_the_tasks_a_cli_command_changed(repo: Repo) -> None:
         watcher.stop()
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
+
+
+def test_extra_hosts_for_a_remote_dashboard() -> None:
+    gate = Gate("t" * 43, allowed_hosts("0.0.0.0", 8000, ["box.lan:8000"]))
+    assert gate.host_ok("box.lan:8000") and gate.origin_ok("http://box.lan:8000")
+    assert not gate.host_ok("other.lan:8000")

@@ -40,6 +40,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.url:
         return _print_url(args)
     warning = run.check_bind(args.host, args.allow_remote)
+    if args.allow_host and not args.allow_remote:
+        raise UsageError(
+            "--allow-host is for a dashboard reached from other machines",
+            hint="pass it together with --allow-remote and a non-loopback --host",
+        )
     options = run.ServeOptions(
         repo=_repo(args),
         host=args.host,
@@ -47,6 +52,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         allow_remote=args.allow_remote,
         state_dir=args.state_dir,
         new_secret=args.new_secret,
+        extra_hosts=tuple(args.allow_host),
     )
 
     def announce(base: str, token: str) -> None:
@@ -109,6 +115,14 @@ def register(add: Any) -> None:
     s.add_argument("--open", action="store_true", help="open the dashboard in your browser")
     s.add_argument(
         "--allow-remote", action="store_true", help="allow a non-loopback --host (prints a warning)"
+    )
+    s.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="with --allow-remote: a name or address the browser uses to reach this machine "
+        "(the Host check refuses any other; repeatable)",
     )
     s.add_argument(
         "--state-dir",

@@ -37,6 +37,7 @@ class ServeOptions:
     state_dir: Path | None = None
     new_secret: bool = False
     watch_interval: float = 0.02
+    extra_hosts: tuple[str, ...] = ()  # more Host names to answer to (with --allow-remote)
 
 
 def is_local(host: str) -> bool:
@@ -170,7 +171,10 @@ def serve(
         sock = bind(options.host, options.port)
         port = sock.getsockname()[1]
         base = f"http://{url_host(options.host)}:{port}"
-        gate = Gate(token, allowed_hosts(options.host, port))
+        extra = tuple(
+            h if ":" in h.rsplit("]", 1)[-1] else f"{h}:{port}" for h in options.extra_hosts
+        )
+        gate = Gate(token, allowed_hosts(options.host, port, extra))
         hub = Hub()
         watcher = Watcher(
             lambda: SqliteProbe(ws.db_path, (ws.todo_path, ws.changelog_path)),
