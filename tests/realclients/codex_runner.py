@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,20 +49,23 @@ class Codex:
     def exec(
         self,
         cwd: Path,
-        *calls: dict[str, object],
+        *calls: dict[str, object] | Callable[[Turn], dict[str, object]],
         prompt: str = "go",
         resume: str = "",
         extra: tuple[str, ...] = (),
         sandbox: str = "danger-full-access",
     ) -> CodexRun:
         """One `codex exec` (`resume`: of that session) whose model makes `calls` one per
-        turn, then says done. By default without Codex's sandbox, so that only the hooks stand
-        between a call and the file."""
+        turn (a call may be a function of the request), then says done. By default without
+        Codex's sandbox, so that only the hooks stand between a call and the file."""
         already = self.mock.turns[-1].calls_made() if resume and self.mock.turns else 0
 
         def script(turn: Turn) -> list[dict[str, object]]:
             done = turn.calls_made() - already
-            return [calls[done]] if done < len(calls) else [message("done")]
+            if done >= len(calls):
+                return [message("done")]
+            call = calls[done]
+            return [call(turn) if callable(call) else call]
 
         self.mock.script = script
         mode = ["--sandbox", sandbox] if sandbox else []  # "": the config's (a profile's)

@@ -9,6 +9,7 @@ stands between the model's tool call and the file: what is not on disk was stopp
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tomllib
@@ -20,8 +21,10 @@ from conftest import Repo, make_repo
 from realclients.codex_runner import MCP_SERVER, Codex, codex_fixture  # noqa: F401
 from realclients.conftest import lease, to_implementation
 from realclients.mock_openai import (
+    Turn,
     add_file_patch,
     custom_tool_call,
+    function_call,
     mcp_call,
     shell,
 )
@@ -200,6 +203,32 @@ def test_the_codex_session_owns_its_task_and_its_main_agent_cannot_implement(
     assert not (worktree / "src" / "auth" / "login.py").exists()
 
 
+def test_an_interactive_shell_is_denied_since_its_input_reaches_no_hook(
+    codex: Codex, guarded: Repo
+) -> None:
+    """Codex 0.169 sends the text the model types into a running command (`write_stdin`) to no
+    hook. So a shell started with a terminal would run anything unseen: in a taskgate
+    repository the hook denies starting it, and nothing it would have typed lands."""
+    worktree = guarded.worktree(TASK)  # owned by another session
+
+    def type_into_it(turn: Turn) -> dict[str, object]:
+        running = re.search(r"session ID (\d+)", turn.outputs()[-1]["output"])
+        chars = {"session_id": int(running.group(1)) if running else 0,
+                 "chars": "echo x > evil.py\n", "yield_time_ms": 500}  # fmt: skip
+        return function_call("write_stdin", chars)
+
+    run = codex.exec(
+        worktree,
+        function_call("exec_command", {"cmd": "bash --norc", "tty": True, "yield_time_ms": 500}),
+        type_into_it,
+    )
+    assert run.code == 0, run.err
+    started = codex.mock.all_outputs()[0]
+    assert started.startswith("Command blocked by PreToolUse hook: [R-REC-14]"), started
+    assert "write_stdin" in started
+    assert not (worktree / "evil.py").exists()
+
+
 def test_a_patch_is_judged_as_a_write_per_file() -> None:
     """Codex checks the patch grammar before its hooks run; taskgate reads the same headers."""
     patch = (
@@ -247,3 +276,21 @@ def test_a_foreign_profile_file_is_never_overwritten(tmp_path: Path) -> None:
         if verb == "install":
             assert path.read_text() == PROFILE_TEXT
     assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "denied"),
+    [("bash", True), ("bash --norc", True), ("env FOO=1 node", True), ("python3 -i", True),
+     ("vim src/app.py", True), ("sqlite3", True), ("cat | sh", True),
+     ("python3 script.py", False), ("bash -c 'echo hi'", False), ("node -e 'x'", False),
+     ("python3 - <<'EOF'\nprint(1)\nEOF", False), ("git status", False)],
+)  # fmt: skip
+def test_which_commands_could_be_driven_unseen(tmp_path: Path, command: str, denied: bool) -> None:
+    from taskgate.hooks.codex_adapter import feeds_stdin
+
+    repo = make_repo(tmp_path / "repo")
+    data = {"tool_name": "Bash", "session_id": "nobody", "tool_input": {"command": command}}
+    assert bool(feeds_stdin({**data, "cwd": str(repo.path)})) is denied
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    assert feeds_stdin({**data, "cwd": str(outside)}) == ""  # not taskgate's business

@@ -13,12 +13,19 @@ model). Its tools reach a hook as:
 Bash and MCP calls go to the dispatcher as they are. An apply_patch is judged as one Write per
 file it adds, updates, deletes or moves to (the patch's `*** Add File:` … headers, Codex's own
 grammar); a patch whose files cannot be read is denied (fail closed). Text typed into a
-running command is judged as a Bash command line.
+running command is judged as a Bash command line, should a Codex version send it to hooks.
+
+Codex 0.169 does not: `write_stdin` reaches no hook (verified with the real binary). A shell or
+interpreter started to read its code from stdin (`bash`, `python3` with a terminal) would then
+run whatever the model types, unseen. So in a taskgate repository, or for a session that holds
+a task, a Bash call that starts one is denied before the dispatcher sees it (R-REC-14: taskgate
+cannot judge it); scripts, `bash -c '…'` and here-documents are judged as usual.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import sys
 
 from taskgate.hooks import dispatch
@@ -28,6 +35,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, TextIO
 
+# Programs that read what to do from the terminal when started without a script or file: the
+# shells and interpreters (also known to the Bash analyser), REPLs and database shells it does
+# not classify, and editors (their commands are typed too).
+INTERACTIVE = frozenset({
+    "bash", "sh", "dash", "zsh", "ksh", "fish", "csh", "tcsh", "python", "python3", "ipython",
+    "node", "nodejs", "deno", "bun", "ruby", "irb", "perl", "php", "lua", "tclsh", "wish", "R",
+    "julia", "ghci", "sqlite3", "psql", "mysql", "gdb", "expect",
+})  # fmt: skip
+EDITORS = frozenset({"vi", "vim", "nvim", "view", "nano", "pico", "emacs", "ed", "ex", "micro",
+                     "joe"})  # fmt: skip
 PATCH_TOOL = "apply_patch"
 STDIN_TOOL = "write_stdin"
 BEGIN = "*** Begin Patch"
@@ -91,18 +108,55 @@ def run_codex_hook(
     except ValueError:
         data = None
     calls = translate(data) if isinstance(data, dict) else None
+    event = argv[0] if argv else ""
+    pre = event.replace("_", "").replace("-", "").lower() == "pretooluse"
+    if pre and isinstance(data, dict):
+        unseen = feeds_stdin(data)
+        if unseen:
+            print(dumps(_deny(unseen)), file=stdout)
+            return 0
     if calls is None:
         return dispatch.run_hook(argv, io.StringIO(raw), stdout)
-    event = argv[0] if argv else ""
     if not calls:
         reason = (
             "[R-REC-14] taskgate cannot tell which files this apply_patch changes, so it "
             "was not applied; send a patch in Codex's *** Begin Patch format"
         )
-        if event.replace("_", "").replace("-", "").lower() == "pretooluse":
+        if pre:
             print(dumps(_deny(reason)), file=stdout)
         return 0
     return _each(argv, calls, stdout)
+
+
+def feeds_stdin(data: dict[str, Any]) -> str:
+    """Why a Bash call starts an interpreter the model could then drive through write_stdin,
+    which no hook sees ('' when it does not, or outside taskgate's repositories)."""
+    tool_input = data.get("tool_input")
+    command = tool_input.get("command") if isinstance(tool_input, dict) else None
+    cwd, session = data.get("cwd"), data.get("session_id")
+    if data.get("tool_name") != "Bash" or not isinstance(command, str) or not isinstance(cwd, str):
+        return ""
+    from taskgate.hooks.shell import analyse
+
+    analysis = analyse(command, cwd, home=os.path.expanduser("~"))
+    reasons = [r for r in analysis.unbounded if "from stdin" in r]
+    here = "<<" in command  # a here-document or here-string is the program's stdin
+    for found in analysis.commands:
+        name = os.path.basename(found.argv[0]) if found.argv else ""
+        scriptless = not here and all(arg.startswith("-") for arg in found.argv[1:])
+        if name in EDITORS or (name in INTERACTIVE and scriptless):
+            reasons.append(f"{name} reading its commands from the terminal")
+    if not reasons:
+        return ""
+    from taskgate.hooks.context import load_layout, session_repo
+
+    if load_layout(cwd) is None and not (isinstance(session, str) and session_repo(session)):
+        return ""
+    return (
+        f"[R-REC-14] {reasons[0]}: Codex passes what is typed into a running command "
+        "(write_stdin) to no hook, so taskgate cannot judge it. Run it non-interactively: "
+        "bash -c '…', python3 script.py, or a here-document"
+    )
 
 
 def _each(argv: list[str], calls: list[dict[str, Any]], stdout: TextIO) -> int:
