@@ -340,3 +340,23 @@ def test_forged_requests_are_refused_and_change_nothing(repo: Repo, tmp_path: Pa
     assert _status(repo)["state"] == "SYNTHESIS" and not _status(repo)["approvals"]
     lines = (tmp_path / "st" / "dashboard.log").read_text().splitlines()
     assert len(lines) == len(ATTACKS) - 1
+
+
+def test_a_damaged_store_is_shown_with_what_to_do(repo: Repo, tmp_path: Path) -> None:
+    from conftest import edit_store
+    from flow import to_requirements
+
+    to_requirements(repo, TASK)
+    edit_store(repo, "UPDATE tasks SET state = 'BOGUS' WHERE name = ?", TASK)
+    with dashboard(repo.path, tmp_path / "st") as d:
+        board = d.client.get("/api/board").json()
+        [column] = [c for c in board["columns"] if c["state"] == "UNREADABLE"]
+        assert [t["task"] for t in column["tasks"]] == [TASK]
+        assert "unreadable state: taskgate recover" in d.client.get("/").text
+        rec = d.client.get(f"/api/tasks/{TASK}").json()
+        assert rec["recovery"]["diagnosis"]["corrupt"] is True
+        edit_store(repo, "UPDATE tasks SET extra = 'not json' WHERE name = ?", TASK)
+        page = d.client.get("/")
+        assert page.status_code == 503 and "hint: run 'taskgate recover'" in page.text
+        api = d.client.get("/api/board")
+        assert api.status_code == 503 and api.json()["exit_code"] == 5

@@ -18,6 +18,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from taskgate.errors import TaskgateError
 from taskgate.server import routes, spec_routes
 from taskgate.server.context import Server
 from taskgate.server.security import SECURITY_HEADERS, Gate
@@ -69,6 +70,21 @@ def static(request: Request) -> Response:
     return Response(body, media_type=_STATIC_TYPES[suffix])
 
 
+async def taskgate_error(request: Request, exc: Exception) -> Response:
+    """A typed error outside the actions (e.g. a corrupt or lost store): say what to do."""
+    from starlette.responses import JSONResponse
+
+    from taskgate.errors import TaskgateError
+
+    assert isinstance(exc, TaskgateError)
+    data = {"ok": False, "error": exc.message, "hint": exc.hint or "", "exit_code": exc.exit_code}
+    status = 404 if exc.exit_code == 2 else 503
+    if request.url.path.startswith(("/api/", "/fragment/", "/events", "/hooks/")):
+        return JSONResponse(data, status_code=status)
+    text = f"taskgate: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else "")
+    return PlainTextResponse(text, status_code=status)
+
+
 def build_app(
     server: Server,
     *,
@@ -99,6 +115,7 @@ def build_app(
             *extra_routes,
         ],
         lifespan=lifespan,
+        exception_handlers={TaskgateError: taskgate_error},
     )
     app.state.server = server
     return HostGuard(app, server.gate)

@@ -17,8 +17,13 @@ from taskgate.store.base import StoreCorrupt
 from taskgate.store.records import AgentRow, TaskRow
 
 NOT_STARTED = "NOT_STARTED"
+UNREADABLE = "UNREADABLE"  # a state the store holds that is none of the 11 (R-TRN-01)
 COLUMNS = (NOT_STARTED, *(s.value for s in State))
-COLUMN_TITLES = {NOT_STARTED: "not started", **{s.value: s.value.replace("_", " ") for s in State}}
+COLUMN_TITLES = {
+    NOT_STARTED: "not started",
+    UNREADABLE: "unreadable state: taskgate recover",
+    **{s.value: s.value.replace("_", " ") for s in State},
+}
 
 
 def _agent(a: AgentRow) -> dict[str, Any]:
@@ -49,7 +54,7 @@ def _started(row: TaskRow, agents: list[AgentRow], plan_approved: bool) -> dict[
     return {
         "task": row.name,
         "state": row.state,
-        "column": row.state if row.state in COLUMNS else NOT_STARTED,
+        "column": row.state if row.state in COLUMNS else UNREADABLE,
         "title": row.name,
         "availability": None,
         "session_id": row.session_id,
@@ -128,13 +133,14 @@ def build(engine: Engine, cache: CardCache | None = None) -> dict[str, Any]:
         }
     listed = set(order)
     order += [name for name in sorted(tasks) if name not in listed]
+    unreadable = any(t["column"] == UNREADABLE for t in tasks.values())
     columns = [
         {
             "state": col,
             "title": COLUMN_TITLES[col],
             "tasks": [tasks[n] for n in order if tasks[n]["column"] == col],
         }
-        for col in COLUMNS
+        for col in (*COLUMNS, *((UNREADABLE,) if unreadable else ()))
     ]
     return {
         "repo": str(engine.ws.repo),
