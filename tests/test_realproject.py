@@ -210,8 +210,9 @@ def test_a_change_request_in_plain_words_reaches_the_agent(tmp_path: Path) -> No
     assert json.loads(said.stdout)["kind"] == "CHANGE_REQUEST"
     assert state(repo, "sep-guard") == "IMPLEMENTATION"
     assert taskgate(repo, "run", "sep-guard").returncode == 4
-    told = implementations(repo, "sep-guard", "quality")[-1]["feedback"]
-    assert "empty separator" in told
+    latest = implementations(repo, "sep-guard", "quality")[-1]
+    assert "empty separator" in latest["feedback"]
+    assert latest["round"] == 2  # one change request, one more round
     assert taskgate(repo, "approve", "sep-guard", "changes").returncode == 0
     assert taskgate(repo, "run", "sep-guard").returncode == 0
     assert main_file(repo, "strutil/split.py") == SPLIT_STRICT

@@ -18,6 +18,7 @@ from taskgate.engine.flow import apply_transition, refuse_while_pending
 from taskgate.errors import Refused, UsageError
 from taskgate.fsutil import atomic_write, read_text
 from taskgate.git import repo as gitrepo
+from taskgate.protocol import agents as agt
 from taskgate.protocol import taskmd
 from taskgate.protocol.filekinds import file_kind
 from taskgate.protocol.states import ChangeType, RiskLevel, State
@@ -97,9 +98,15 @@ def raise_risk(
         raise UsageError(str(exc), hint="fix the [risk] table in taskgate.toml") from None
     entry = engine.todo().get(task)
     files = sorted({*(entry.files if entry else ()), *code})
-    result = classify(files, entry.text() if entry else "", config=risk_config,
-                      risk_override=target)  # fmt: skip
-    added = [a for a in result.agents if a not in t.required_agents]
+    text = entry.text() if entry else ""
+    classify(files, text, config=risk_config, risk_override=target)  # validates the input
+    # A raised task is treated as a code change (that is why it was raised): its agents are
+    # the new level's code set, whatever the declared files say (R-WFV-11, R-AGT-03..10).
+    chosen, _ = agt.select_agents(
+        target, ChangeType.CODE, agt.detect_traits(files, text), files,
+        agent_sets=risk_config.agents,
+    )  # fmt: skip
+    added = [a for a in chosen if a not in t.required_agents]
     with gitrepo.repo_lock(engine.ws.common_dir):  # R-AGT-16: worktrees before the record
         for agent in added:
             gitrepo.ensure_worktree(
@@ -149,11 +156,11 @@ def raise_risk(
 
     done = engine.step(task, body, owner=False)
     task_md = engine.ws.task_md(task)
-    text = read_text(task_md)
-    if text is not None:
+    current_md = read_text(task_md)
+    if current_md is not None:
         for agent in added:
-            text = taskmd.add_stakeholder(text, task, agent)
-        atomic_write(task_md, text)
+            current_md = taskmd.add_stakeholder(current_md, task, agent)
+        atomic_write(task_md, current_md)
     return {**done, "path": [s.value for s in state_path(target, ChangeType.CODE)]}
 
 
