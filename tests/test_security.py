@@ -303,3 +303,13 @@ def test_unconfined_the_same_forgery_is_recorded(tmp_path: Path, name: str) -> N
     forge(repo, FORGERIES[name], Path(os.environ["HOME"]), setting="none")
     assert store_fingerprint(repo) != before
     assert repo.ok("status", TASK, "--json").json()["approvals"]
+
+
+@needs_bwrap
+def test_inside_the_sandbox_the_cli_says_why_it_cannot_write(presented: Presented) -> None:
+    code, out = forge(
+        presented.repo, "TASKGATE_SANDBOX=bwrap taskgate say add-login approved", presented.home
+    )
+    assert code != 0
+    assert "read-only inside taskgate's agent sandbox" in out
+    assert "end your reply with the result object" in out

@@ -204,6 +204,14 @@ def from_sqlite_error(exc: Exception, path: object = "") -> TaskgateError | None
             hint="free disk space, then run the same command again; the last committed step "
             "is intact (a failed write rolls back)",
         )
+    if os.environ.get("TASKGATE_SANDBOX") and (
+        "readonly" in low or "read-only" in low or "unable to open" in low
+    ):  # an agent inside taskgate's sandbox (agents/sandbox.py): by design, not a fault
+        return PermissionDenied(
+            f"the store is read-only inside taskgate's agent sandbox{store}",
+            hint="end your reply with the result object your prompt describes: taskgate "
+            "records it; approvals and state changes are the person's (docs/security.md)",
+        )
     if "readonly database" in low or "read-only" in low:
         return ReadOnly(
             f"the store is read-only{store}: {text}",
