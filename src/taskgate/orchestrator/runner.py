@@ -19,7 +19,7 @@ from taskgate.agents.invoke import brief_from_todo
 from taskgate.engine import agentops, checkpoints, flow
 from taskgate.engine.core import Engine
 from taskgate.errors import NeedsHuman, Refused
-from taskgate.orchestrator import notes
+from taskgate.orchestrator import notes, planning
 from taskgate.orchestrator.approver import Approver, resume_hint
 from taskgate.orchestrator.pool import AgentPool
 from taskgate.orchestrator.progress import Progress
@@ -125,7 +125,7 @@ class Runner:
         if snap.active_approval("plan") is not None:
             self._after_plan_approval(snap)
             return
-        self._missing_reports(snap)
+        planning.missing_reports(self, snap)
         task_md = self.engine.ws.task_md(self.task)
         text = task_md.read_text(encoding="utf-8") if task_md.exists() else ""
         plan_feedback = [
@@ -140,26 +140,6 @@ class Runner:
         self.progress.finish()  # the prompt gets a clean line
         decision = self.approver.decide(self.task, "plan", shown.text)
         self._apply_decision("plan", decision)
-
-    def _missing_reports(self, snap: TaskSnapshot) -> None:
-        """Agents added in SYNTHESIS (a raised risk) write their requirements first (R-DOC-09)."""
-        from taskgate.fsutil import file_size
-        from taskgate.protocol.taskmd import report_problem
-
-        for agent in snap.task.required_agents:
-            if report_problem(file_size(self.engine.ws.report_path(self.task, agent))) is None:
-                continue
-            result = self.pool.invoke_one(snap, agent, Mode.REQUIREMENTS, label="requirements")
-            if not result.ok:
-                raise self._escalation(
-                    cause="agent-retries",
-                    issue=f"{agent} (added in SYNTHESIS) wrote no requirements: {result.reason}",
-                    state="SYNTHESIS",
-                    attempts="one invocation",
-                    impact="the plan cannot be approved without every agent's report (R-DOC-09)",
-                    option1=f"Write {self.engine.ws.report_path(self.task, agent)} yourself",
-                    option2="Fix the agent's configuration and resume",
-                )
 
     def _write_plan(self, snap: TaskSnapshot) -> None:
         architect = (
@@ -253,42 +233,9 @@ class Runner:
                 )
             self._merge(["architect"])
             notes.set_extra(self.engine, self.task, "skip_path_change", skip_path_done=True)
-        if self._raise_if_code():
+        if planning.raise_if_code(self):
             return
         self._move(State.AWAITING_USER_APPROVAL)
-
-    def _raise_if_code(self) -> bool:
-        """R-WFV-08: a skip-path change that touches more than documentation raises the risk
-        (R-WFV-11) before it can reach the change review; the loop then follows the new path."""
-        from taskgate.engine import reclassify
-
-        snap = self.engine.require_snapshot(self.task)
-        code = reclassify.needs_raise(self.engine, snap)
-        if not code:
-            return False
-        shown = ", ".join(code[:5])
-        record = reclassify.raise_risk(
-            self.engine,
-            self.task,
-            reason=f"the change touches {shown}, which is not documentation (R-WFV-08)",
-            by="taskgate",
-        )
-        self.progress.emit(
-            "risk-raised",
-            self.task,
-            f"risk {record['from']} -> {record['to']}: the change touches {shown}",
-            **{k: record[k] for k in ("from", "to", "agents_added")},
-        )
-        if record["agents_added"]:  # the plan is approved again with them (R-AGT-19)
-            notes.add_feedback(
-                self.engine,
-                self.task,
-                "plan",
-                f"the risk was raised to {record['to']} because the change touches {shown}; "
-                f"plan its implementation, validation and review with the agents "
-                f"{', '.join(record['agents_added'])} added",
-            )
-        return True
 
     def _merge(self, agents: Sequence[str]) -> list[str]:
         """Merge agent branches into T (R-WTB-06); returns the agents whose merge conflicted."""
