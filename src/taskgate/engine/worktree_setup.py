@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from taskgate.engine import worktree_files as files
 from taskgate.engine.workspace import STATE_DIR, Workspace
@@ -33,7 +33,7 @@ from taskgate.errors import NeedsHuman, UsageError
 from taskgate.fsutil import atomic_write, atomic_write_json, read_json
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git, split_z
-from taskgate.process import clean_env, end_child_sessions, run
+from taskgate.process import Result, clean_env, end_child_sessions, run
 
 if TYPE_CHECKING:
     from taskgate.engine.core import Engine
@@ -46,6 +46,7 @@ PREPARED_EVENT = "worktree_prepared"
 MARKER = "taskgate-setup.json"  # in the worktree's private git dir: it dies with the worktree
 _STRIP = ("TASKGATE_SESSION", "TASKGATE_FAILPOINT")
 _DEFAULT_JOBS = 4
+Runner = Callable[..., Result]  # Engine.setup_runner: agents/setup_sandbox.py
 
 
 class SetupFailed(NeedsHuman):
@@ -274,7 +275,7 @@ def _run_setup(
     env = _setup_env(engine, task, target, outcome.slot)
     # Under `taskgate run` an agent worktree's setup runs in the agents' sandbox (issue 14):
     # its content may come from the agent's branch (a recreated worktree).
-    confined = getattr(engine, "setup_runner", None) if target.agent else None
+    confined = cast("Runner | None", engine.setup_runner) if target.agent else None
     for number, cmd in todo:
         shown = shlex.join(cmd)
         started = time.monotonic()
@@ -349,7 +350,7 @@ def prepare(
     if not wanted:
         return []
     slots = allocate(engine, task, [t.key for t in wanted])
-    progress: Callable[[str], None] = getattr(engine, "progress", None) or (lambda _line: None)
+    progress = engine.progress or _quiet
     outcomes = [Outcome(t, slots[t.key]) for t in wanted]
     for o in outcomes:
         env = o.slot.env()
@@ -392,13 +393,17 @@ def prepare_build(engine: Engine, task: str, worktree: Path) -> dict[str, str]:
                 int(env.get("TASKGATE_PORT_COUNT", cfg.ports_per_worktree)))  # fmt: skip
     target = Target(f"{task}-main-build", None, worktree,
                     record_dir(ws, task, None) / "main-build", title="main build")  # fmt: skip
-    progress: Callable[[str], None] = getattr(engine, "progress", None) or (lambda _line: None)
+    progress = engine.progress or _quiet
     outcome = Outcome(target, slot)
     _place_all(engine, [outcome], progress)
     _run_setup(engine, task, outcome, progress)
     if outcome.failed:
         raise _failure(task, [outcome], f"taskgate cleanup {task}")
     return slot.env()
+
+
+def _quiet(_line: str) -> None:
+    """Progress nobody shows (the hooks, tests)."""
 
 
 def _has_pending(cfg: WorktreeConfig, worktree: Path) -> bool:
