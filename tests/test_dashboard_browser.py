@@ -201,3 +201,86 @@ def test_the_person_approves_and_requests_changes_in_the_browser(
     assert status["feedback"][-1]["provenance"] == "dashboard"
     severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not severe, severe
+
+
+class _EvilSite:
+    """Another page on this machine (same site as the dashboard: same host, other port) that
+    tries to approve the plan from the person's browser."""
+
+    def __init__(self, html: str) -> None:
+        import http.server
+        import threading
+
+        body = html.encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_other_pages_in_the_same_browser_cannot_approve(
+    demo: Path, server: Running, browser: Any, tmp_path: Path
+) -> None:
+    """CSRF from a page on another local port (same site: the Strict cookie IS sent), and DNS
+    rebinding (a name that resolves to 127.0.0.1): refused, the store unchanged."""
+    import json
+    import time
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(server.login_url())
+    WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.ID, "col-SYNTHESIS"))
+    record = json.loads(urllib.request.urlopen(urllib.request.Request(
+        f"{server.base}/api/tasks/{TASK}", headers={"Authorization": f"Bearer {server.token}"}
+    )).read())  # fmt: skip
+    plan_hash = record["checkpoint"]["bound_to"]
+    target = f"{server.base}/tasks/{TASK}/approve"
+    evil = _EvilSite(
+        f"""<html><body><form id="f" method="post" action="{target}">
+        <input name="kind" value="plan"><input name="bound_to" value="{plan_hash}">
+        <input name="csrf" value="guessed"></form>
+        <script>
+        fetch("{target}", {{method: "POST", mode: "no-cors", credentials: "include",
+          headers: {{"Content-Type": "application/x-www-form-urlencoded"}},
+          body: "kind=plan&bound_to={plan_hash}&csrf=guessed"}});
+        setTimeout(function () {{ document.getElementById("f").submit(); }}, 300);
+        </script></body></html>"""
+    )
+    before = fingerprint(demo)
+    try:
+        browser.get(evil.url)
+        log = next(server.state_dir.glob("serve/*")) / "dashboard.log"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            lines = log.read_text().splitlines() if log.exists() else []
+            if len(lines) >= 2:
+                break
+            time.sleep(0.1)
+        entries = [json.loads(line) for line in lines]
+        assert len(entries) >= 2 and {e["outcome"] for e in entries} == {"refused"}, entries
+        assert all("Origin" in e["reason"] or "CSRF" in e["reason"] for e in entries), entries
+        # DNS rebinding: a name that resolves to 127.0.0.1 (Chromium maps *.localhost to the
+        # loopback address itself, no DNS needed); the page's Host is refused.
+        port = server.base.rsplit(":", 1)[1]
+        browser.get(f"http://rebind.localhost:{port}/")
+        assert "answers only to its own address" in browser.find_element(By.TAG_NAME, "body").text
+    finally:
+        evil.close()
+    assert fingerprint(demo) == before
+    assert _status(demo)["state"] == "SYNTHESIS" and not _status(demo)["approvals"]
