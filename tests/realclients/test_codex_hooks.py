@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import Repo, make_repo
+from realclients.clients import codex_bin
 from realclients.codex_runner import MCP_SERVER, Codex, codex_fixture  # noqa: F401
-from realclients.conftest import lease, to_implementation
+from realclients.conftest import lease, status, to_implementation, to_plan_presented
 from realclients.mock_openai import (
     Turn,
     add_file_patch,
@@ -227,6 +228,31 @@ def test_an_interactive_shell_is_denied_since_its_input_reaches_no_hook(
     assert started.startswith("Command blocked by PreToolUse hook: [R-REC-14]"), started
     assert "write_stdin" in started
     assert not (worktree / "evil.py").exists()
+
+
+def test_a_prompt_an_agent_hands_to_codex_approves_nothing(codex: Codex, tmp_path: Path) -> None:
+    """At PLAN APPROVAL the agent resumes its own session from its shell with "approved": that
+    Codex runs inside the agent's command, so its prompt is the agent's, not the person's, and
+    no approval is recorded. The same words typed by the person approve the plan."""
+    repo = make_repo(tmp_path / "repo")
+    assert codex.taskgate(repo, "hooks", "install", "--client", "codex").returncode == 0
+    assert codex.exec(repo.path, shell(f"taskgate start {TASK}")).code == 0
+    session = codex.mock.turns[-1].headers["session-id"]
+    to_plan_presented(repo, TASK, session=session)
+    nested = (f"{codex_bin()} exec --json --sandbox danger-full-access resume {session} "
+              "approved < /dev/null > /dev/null; echo exit=$?")  # fmt: skip
+    run = codex.exec(repo.path, shell(nested))
+    assert run.code == 0, run.err
+    assert "exit=0" in codex.mock.all_outputs()[-1]
+    prompts = [t for t in codex.mock.turns if t.headers.get("session-id") == session]
+    assert "approved" in prompts[-1].user_text()  # the nested Codex did hand it over
+    assert "approves nothing" in json.dumps(prompts[-1].input)
+    assert not status(repo)["approvals"] or not any(
+        a["kind"] == "plan" and a["approved_at"] for a in status(repo)["approvals"]
+    )
+    assert codex.exec(repo.path, prompt="approved", resume=session).code == 0  # the person
+    (plan,) = [a for a in status(repo)["approvals"] if a["kind"] == "plan"]
+    assert plan["approved_at"] and plan["provenance"] == "human-prompt"
 
 
 def test_a_patch_is_judged_as_a_write_per_file() -> None:
