@@ -140,12 +140,6 @@ class Locked(EnvironmentFault):
     kind = "locked"
 
 
-class GitBusy(EnvironmentFault):
-    """Git's own lock file or an unfinished operation (rebase, merge) blocks the step."""
-
-    kind = "git-busy"
-
-
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 _READ_ONLY = {errno.EROFS}
 _PERMISSION = {errno.EACCES, errno.EPERM}
@@ -267,3 +261,19 @@ def classify(exc: BaseException) -> TaskgateError | None:
                 return found
         current = current.__cause__
     return None
+
+
+class GitBusy(GitError):
+    """Git's own lock file or an unfinished operation (rebase, merge) blocks the step (exit 6);
+    still a GitError, so code that handles git failures handles it too."""
+
+    exit_code = EXIT_ENVIRONMENT
+    kind = "git-busy"
+
+    def __init__(
+        self, cmd: Sequence[str], returncode: int, stdout: str, stderr: str, *, what: str,
+        hint: str,
+    ) -> None:  # fmt: skip
+        super().__init__(cmd, returncode, stdout, stderr, hint=hint)
+        self.message = f"{what} ({' '.join(self.cmd)})"
+        self.args = (self.message,)

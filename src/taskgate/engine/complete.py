@@ -22,7 +22,7 @@ from taskgate.errors import Refused, UsageError
 from taskgate.fsutil import atomic_write
 from taskgate.git import ops
 from taskgate.git import repo as gitrepo
-from taskgate.git.cmd import git
+from taskgate.git.cmd import git, raise_if_busy
 from taskgate.protocol import transitions
 from taskgate.protocol.states import State
 from taskgate.protocol.todo import TodoError, parse_todo, remove_task
@@ -73,6 +73,13 @@ def _non_ff(engine: Engine, task: str, main: str) -> Refused:
 def check_main_worktree(engine: Engine, main: str) -> None:
     """The main worktree must be on the main branch, clean and between operations (R-CMP-07)."""
     repo = engine.ws.repo
+    busy = gitrepo.in_progress(repo)  # first: a rebase detaches HEAD (issue 16)
+    if busy:
+        raise Refused(
+            f"the main worktree {repo} has an unfinished {busy}",
+            [Violation("R-CMP-07", "the main worktree must be between operations")],
+            hint=f"finish or abort it (cd {repo} && git {busy} --abort), then run it again",
+        )
     branch = gitrepo.head_ref(repo)
     if branch != main:
         where = "a detached HEAD" if branch is None else f"branch '{branch}'"
@@ -80,13 +87,6 @@ def check_main_worktree(engine: Engine, main: str) -> None:
             f"the main worktree {repo} is on {where}, not on '{main}'",
             [Violation("R-CMP-07", "the merge happens in the main worktree on the main branch")],
             hint=f"cd {repo} && git switch {main}, then run the command again",
-        )
-    busy = gitrepo.in_progress(repo)
-    if busy:
-        raise Refused(
-            f"the main worktree {repo} has an unfinished {busy}",
-            [Violation("R-CMP-07", "the main worktree must be between operations")],
-            hint=f"finish or abort it (cd {repo} && git {busy} --abort), then run it again",
         )
     dirty = gitrepo.tracked_changes(repo)
     if dirty:
@@ -304,6 +304,7 @@ def _merge(engine: Engine, task: str, main: str, squash: str) -> str:
         _clear_replaced(engine, main_sha, squash)
         result = git("merge", "--ff-only", "--no-edit", "-q", squash, cwd=repo, check=False)
         if not result.ok:
+            raise_if_busy(("git", "merge", "--ff-only", squash), result, repo)  # issue 16
             raise Refused(
                 f"git refused the fast-forward of '{main}': "
                 f"{(result.stderr.strip() or result.stdout.strip())[-400:]}",
@@ -388,7 +389,7 @@ def complete(engine: Engine, task: str) -> CompleteResult:
         pending = _run_steps(engine, task, pending)
     except Refused as exc:
         if any(v.rule == "R-CMP-06" for v in exc.violations):
-            _stop(engine, task, exc.message)
+            _stop(engine, task, exc.message, engine.require_snapshot(task).task.pending or {})
         raise
 
     def finish(tx: Tx, current: TaskSnapshot) -> None:
@@ -409,12 +410,19 @@ def complete(engine: Engine, task: str) -> CompleteResult:
     return _result(engine, engine.require_snapshot(task), already=False)
 
 
-def _stop(engine: Engine, task: str, why: str) -> None:
+def _stop(engine: Engine, task: str, why: str, journal: dict[str, Any]) -> None:
     """Main moved past T (R-CMP-06): end the journal so the task can go back and be rebased.
 
-    T keeps what was done (archival, squash); the next `complete` after the rebase finds the
-    archival already in place. The facts in `extra` stay so the guards still see the approval.
+    When T already points at taskgate's own archival or squash commit, it goes back to the
+    approved commit (both stay in T's reflog): rebasing the squash would replay its todo.md
+    and changelog.md edits onto main's and conflict, a dead end the hint cannot get out of
+    (issue 16). The facts in `extra` stay so the guards still see the approval.
     """
+    approved = str(journal.get("approved_sha") or "")
+    ours = {str(journal.get(k)) for k in ("archival_sha", "squash_sha") if journal.get(k)}
+    wt = engine.ws.task_worktree(task)
+    if approved and gitrepo.head_sha(wt) in ours:
+        git("reset", "-q", "--hard", approved, cwd=wt)
 
     def body(tx: Tx, snap: TaskSnapshot) -> None:
         engine.event(tx, task, "complete_stopped", {"reason": why})

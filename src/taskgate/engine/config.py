@@ -229,6 +229,10 @@ def parse_config(text: str, path: Path | None = None) -> Config:
             for k in WorkspaceConfig.__dataclass_fields__
         }
     )
+    for key in ("tasks_root", "todo", "changelog"):
+        _check_path(key, getattr(workspace, key), f"{where} [workspace]")
+    for section, known in _RESERVED.items():
+        _known(_table(data, section, where), known, f"{where} [{section}]")
     protocol = ProtocolConfig(
         check_cwd=_typed(pr, "check_cwd", bool, d_pr.check_cwd, where),
         max_agent_retries=_typed(pr, "max_agent_retries", int, d_pr.max_agent_retries, where),
@@ -271,6 +275,37 @@ def parse_config(text: str, path: Path | None = None) -> Config:
         text=text,
         path=path,
     )
+
+
+# Sections read elsewhere or reserved: their keys are checked here all the same, so a typo is
+# an error naming the key, never a silently ignored setting.
+_RESERVED: dict[str, set[str]] = {"run": set(), "hooks": set()}
+
+
+def _check_path(key: str, value: str, where: str) -> None:
+    """tasks_root, todo and changelog: a path inside the repository (tasks_root may also be
+    absolute, DESIGN.md Workspace); never empty, never through `..` or into `.git`."""
+    path = value.strip()
+    parts = path.replace("\\", "/").split("/")
+    problem = ""
+    if not path:
+        problem = "is empty"
+    elif ".." in parts:
+        problem = "goes through '..' (it must stay inside the repository)"
+    elif any(p.lower() == ".git" for p in parts):
+        problem = "points into .git, which belongs to git"
+    elif path.startswith("/") and key != "tasks_root":
+        problem = "is absolute; it must be a path relative to the repository root"
+    elif key != "tasks_root" and path.endswith("/"):
+        problem = "names a directory; it must name a file"
+    if problem:
+        raise UsageError(
+            f"{where}: {key} = {value!r} {problem}",
+            hint=f"for example {key} = {_EXAMPLES[key]!r}",
+        )
+
+
+_EXAMPLES = {"tasks_root": ".taskgate/tasks", "todo": "todo.md", "changelog": "changelog.md"}
 
 
 def _cleanup(table: dict[str, Any], where: str) -> CleanupConfig:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from taskgate import failpoints
 from taskgate.engine.core import Engine, current_state, owner_alive, pid_start_time
+from taskgate.engine.lease import drop_process_lease, take_process_lease
 from taskgate.engine.workspace import LOST_STORE_HINT, init_files, store_problem
 from taskgate.errors import Corrupted, ForeignTask, NeedsHuman, Refused, StoreLost, UsageError
 from taskgate.fsutil import atomic_write, read_text
@@ -21,12 +21,13 @@ from taskgate.protocol.selection import (
     select,
 )
 from taskgate.protocol.states import State
-from taskgate.protocol.todo import TodoTask
+from taskgate.protocol.todo import TodoList, TodoTask, blocked_reasons
 from taskgate.protocol.violations import Violation
 from taskgate.store.base import Conflict, StoreCorrupt, Tx
 from taskgate.store.records import TaskRow, TaskSnapshot
 
 _DONE_STATES = {State.COMPLETE.value, State.CLEANUP.value}
+MAX_REASON = 2000  # characters of a --reason: it is recorded in events and views
 _CHANGELOG_TASK = re.compile(r"^##[ \t]+([a-z0-9][a-z0-9._-]*):", re.MULTILINE)
 
 
@@ -84,7 +85,12 @@ def _rows(engine: Engine) -> dict[str, TaskRow]:
 
 
 def _selection(
-    engine: Engine, name: str, entry: TodoTask | None, row: TaskRow | None, done: set[str]
+    engine: Engine,
+    name: str,
+    entry: TodoTask | None,
+    row: TaskRow | None,
+    done: set[str],
+    todo: TodoList | None = None,
 ) -> Selection:
     lock = None
     if row is not None and not row.released:
@@ -98,30 +104,39 @@ def _selection(
     unmet: tuple[str, ...] = ()
     if entry is not None:
         unmet = tuple(d for d in entry.depends if d not in done)
-    return select(
+    sel = select(
         SelectionInput(
             task=name,
             session_id=engine.session_id,
             lock=lock,
             worktree_exists=engine.ws.task_worktree(name).exists(),  # R-LCK-07, C-30
             done=bool(row and row.released and row.state in _DONE_STATES)
-            or (entry is None and name in done),
+            # The changelog says done; a store row still short of COMPLETE (its complete was
+            # interrupted after the merge) is resumed instead.
+            or (entry is None and name in done and (row is None or row.state in _DONE_STATES)),
             missing_fields=entry.missing_fields if entry else (),
             unmet_dependencies=unmet,
             pending_setup=pending,
         )
     )
+    if sel.availability is Availability.BLOCKED and todo is not None:
+        why = blocked_reasons(todo, done).get(name)
+        if why:  # unknown dependencies and cycles said plainly, not only "waits for"
+            sel = replace(sel, message=why)
+    return sel
 
 
-def availability(engine: Engine) -> list[TaskAvailability]:
-    """`taskgate todo`: every todo.md task with what this session may do with it."""
+def availability(engine: Engine, *, held: bool = False) -> list[TaskAvailability]:
+    """`taskgate todo`: every todo.md task with what this session may do with it; `held`
+    (run --all, run --next, next) puts this session's own tasks that main's todo.md no
+    longer lists first (their squash is on main, or their cleanup was interrupted)."""
     todo = engine.todo()
     rows = _rows(engine)
     done = _done_names(engine, rows)
     result = []
     for entry in todo.tasks:
         row = rows.get(entry.name)
-        sel = _selection(engine, entry.name, entry, row, done)
+        sel = _selection(engine, entry.name, entry, row, done, todo)
         result.append(
             TaskAvailability(
                 entry.name,
@@ -133,7 +148,36 @@ def availability(engine: Engine) -> list[TaskAvailability]:
                 row.session_id if row and not row.released else None,
             )
         )
+    listed = {entry.name for entry in todo.tasks}
+    for row in rows.values() if held else ():
+        if row.name in listed or row.session_id != engine.session_id:
+            continue
+        # The squash already took it out of main's todo.md: this session's task, or its
+        # interrupted cleanup, is resumed all the same (run --all, run --next, next).
+        if not row.released or _cleanup_pending(row):
+            result.insert(
+                0,
+                TaskAvailability(
+                    row.name,
+                    "(no longer listed in todo.md)",
+                    Availability.RESUME,
+                    "R-LCK-03",
+                    f"resume '{row.name}': this session owns it (its squash is on main)",
+                    row.state,
+                    row.session_id,
+                ),
+            )
     return result
+
+
+def _cleanup_pending(row: TaskRow) -> bool:
+    """A cleanup that entered CLEANUP (lock released) and was interrupted before its end."""
+    return (
+        row.released
+        and row.state == State.CLEANUP.value
+        and bool(row.pending)
+        and (row.pending or {}).get("op") == "cleanup"
+    )
 
 
 def _next_available(engine: Engine, exclude: str = "") -> str | None:
@@ -156,7 +200,12 @@ def start(engine: Engine, name: str, *, adopt: bool = False) -> StartResult:
             f"no task named '{name}' in {engine.ws.todo_path.name}",
             hint="add it to todo.md (see docs/todo-format.md) or run 'taskgate todo'",
         )
-    sel = _selection(engine, name, entry, row, _done_names(engine, rows))
+    if row is not None and _cleanup_pending(row) and row.session_id == session:
+        from taskgate.engine.cleanup import cleanup
+
+        cleanup(engine, name)  # R-CLN-07: idempotent; finishes what the kill interrupted
+        return StartResult(name, "resumed", State.CLEANUP.value, str(engine.ws.task_dir(name)))
+    sel = _selection(engine, name, entry, row, _done_names(engine, rows), todo)
     kind = sel.availability
     if kind is Availability.RESUME:
         assert row is not None
@@ -273,7 +322,10 @@ def _claim(
                     f"session {session} already holds task '{held.name}' (R-LCK-19)",
                     [Violation("R-LCK-19", "a session holds at most one unreleased task lock")],
                 )
-            pending = {"op": "create_task_worktree", "base": base}
+            pending: dict[str, object] = {"op": "create_task_worktree", "base": base}
+            left = current.pending if current is not None else None
+            if left and left.get("op") != "create_task_worktree":
+                pending["resume"] = left  # a journaled step left by the released owner
             if current is None:
                 fence = 1
                 created = tx.insert_task(
@@ -327,7 +379,8 @@ def _finish_setup(engine: Engine, row: TaskRow) -> None:
     base_sha = gitrepo.rev_parse(engine.ws.repo, row.base_branch) or ""
 
     def done(tx: Tx, snap: TaskSnapshot) -> None:
-        engine.touch(tx, snap, pending=None, base_sha=snap.task.base_sha or base_sha)
+        resume = (snap.task.pending or {}).get("resume")  # the released owner's journal
+        engine.touch(tx, snap, pending=resume or None, base_sha=snap.task.base_sha or base_sha)
         engine.event(tx, row.name, "worktree_created", {"path": str(path), "branch": row.name})
 
     engine.step(row.name, done)
@@ -352,7 +405,7 @@ def _resume(engine: Engine, row: TaskRow) -> StartResult:
 def next_task(engine: Engine) -> StartResult:
     """`taskgate next`: resume this session's task, else start the next available one."""
     engine.require_session()
-    items = availability(engine)
+    items = availability(engine, held=True)
     for item in items:
         if item.availability is Availability.RESUME:
             return start(engine, item.name)
@@ -372,6 +425,11 @@ def release(engine: Engine, name: str, *, force: bool, reason: str = "") -> Task
             "release requires --force: only a human may release a lock (R-LCK-21)",
             hint=f"taskgate release {name} --force --reason '...'",
         )
+    if len(reason) > MAX_REASON:
+        raise UsageError(
+            f"--reason is {len(reason)} characters; the limit is {MAX_REASON}",
+            hint="say why in a sentence or two; put long notes in the task directory",
+        )
 
     def body(tx: Tx, snap: TaskSnapshot) -> TaskRow:
         if snap.task.released:
@@ -382,50 +440,11 @@ def release(engine: Engine, name: str, *, force: bool, reason: str = "") -> Task
             "force_release",
             {"previous_owner": snap.task.session_id, "fence": snap.task.fence, "reason": reason},
         )
-        return engine.touch(tx, snap, lock_released_at=engine.now(), pending=None)
+        # A journaled git step in flight (complete, merge ...) stays journaled: whoever claims
+        # the task next resumes it instead of starting over on top of half-done git work.
+        return engine.touch(tx, snap, lock_released_at=engine.now())
 
     return engine.step(name, body, owner=False)
 
 
-def drop_process_lease(engine: Engine, name: str, *, why: str) -> bool:
-    """A `run` that stops on purpose (a checkpoint, an escalation, a refusal) leaves the lease
-    to its session without a pid: its exit must not look like a crash that others may take
-    over; only the session itself or a person's `release --force` frees it. False when this
-    process no longer holds the lease."""
-    pid = engine.owner_pid
-    if pid is None:
-        return False
-
-    def body(tx: Tx, snap: TaskSnapshot) -> bool:
-        t = snap.task
-        if t.released or t.owner_pid != pid or t.session_id != engine.session_id:
-            return False
-        engine.event(tx, name, "lease_kept", {"pid": pid, "fence": t.fence, "why": why})
-        engine.touch(tx, snap, owner_pid=None, owner_started=None)
-        return True
-
-    try:
-        kept = engine.step(name, body)
-    except ForeignTask:
-        return False
-    engine.owner_pid = None
-    return kept
-
-
-def take_process_lease(engine: Engine, name: str) -> int:
-    """Make this process the task's long-lived owner (`taskgate run`): record pid + start time
-    and a new fence, so a superseded earlier owner's writes are rejected (DESIGN.md State)."""
-    pid = os.getpid()
-
-    def body(tx: Tx, snap: TaskSnapshot) -> int:
-        fence = snap.task.fence + 1
-        engine.event(tx, name, "lease", {"pid": pid, "fence": fence, "host": engine.host})
-        engine.touch(tx, snap, owner_pid=pid, owner_started=pid_start_time(pid),
-                     host=engine.host, fence=fence)  # fmt: skip
-        return fence
-
-    engine.fence = None  # the old fence is being replaced by this very step
-    fence = engine.step(name, body)
-    engine.owner_pid = pid
-    engine.fence = fence
-    return fence
+__all__ = ["drop_process_lease", "take_process_lease"]  # `run` takes and drops the lease

@@ -113,6 +113,11 @@ def diagnose(engine: Engine, snap: TaskSnapshot, attempts: tuple[str, ...] = ())
     t = snap.task
     d = Diagnosis(t.name, t.state, attempts=list(attempts))
     d.checks = corruption_checks(engine, snap)
+    if t.released and (t.pending or {}).get("op") == "cleanup":
+        d.procedure, d.repairable = "P1", True
+        d.summary = "cleanup interrupted after entering CLEANUP: branches or worktrees remain"
+        d.actions = [f"finish it: taskgate cleanup {t.name} (idempotent; also run/next resume it)"]
+        return d
     if t.released:
         # Nothing to repair without an owner: a released task is claimed again first.
         d.summary = (
@@ -357,6 +362,12 @@ def _resume_pending(engine: Engine, snap: TaskSnapshot, d: Diagnosis) -> None:
     from taskgate.engine.lifecycle import _finish_setup
 
     op = (snap.task.pending or {}).get("op")
+    if op == "cleanup":
+        from taskgate.engine.cleanup import cleanup
+
+        cleanup(engine, snap.task.name)  # audited by its own "cleanup" event
+        d.repaired.append("finished the interrupted cleanup")
+        return
     if op == "create_task_worktree":
         _finish_setup(engine, snap.task)
     elif op == "create_agent_worktrees":
@@ -469,7 +480,8 @@ def recover(engine: Engine, task: str | None, *, do_repair: bool) -> list[Diagno
         name = snap.task.name
         d = diagnose(engine, snap)
         if do_repair and d.repairable and not d.foreign and d.escalation is None:
-            engine.require_owner(snap.task)  # R-REC-10: only the owner repairs
+            if not snap.task.released:  # an interrupted cleanup checks its session itself
+                engine.require_owner(snap.task)  # R-REC-10: only the owner repairs
             repair(engine, snap, d)
             if d.procedure == "P2" and not d.corrupt:
                 # The retries are recorded, the re-invocations not yet run: detecting again

@@ -39,6 +39,9 @@ def task_json(snap: TaskSnapshot) -> dict[str, Any]:
     ]
     data: dict[str, Any] = {
         "_seq": t.seq,
+        # Events appended without a seq bump (a hook's tool_usage, setup notes) still make
+        # the views stale: the count is compared too.
+        "_events": len(snap.events),
         "_note": VIEW_NOTE,
         "session_id": t.session_id,
         "task_name": t.name,
@@ -181,6 +184,8 @@ def view_is_current(ws: Workspace, snap: TaskSnapshot) -> bool:
     """True when task.json reflects the store's sequence and every flag matches the store."""
     data = read_json(ws.task_dir(snap.task.name) / "task.json")
     if not isinstance(data, dict) or data.get("_seq") != snap.task.seq:
+        return False
+    if data.get("_events") != len(snap.events):
         return False
     return all(
         ws.flag(snap.task.name, kind).exists() == wanted

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from taskgate.errors import GitError
+from taskgate.errors import GitBusy, GitError
 from taskgate.process import Result, clean_env, run
 
 
@@ -25,8 +26,42 @@ def git(
     # `env` adds variables set on purpose (a temporary GIT_INDEX_FILE, fixed commit dates).
     result = run(cmd, cwd=cwd, env=clean_env(env), stdin=stdin, timeout=timeout)
     if check and not result.ok:
+        raise_if_busy(cmd, result, cwd)
         raise GitError(cmd, result.returncode, result.stdout, result.stderr)
     return result
+
+
+_LOCK = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+_IN_PROGRESS = (
+    ("You have not concluded your merge", "merge"),
+    ("rebase-merge directory", "rebase"),
+    ("rebase-apply directory", "rebase"),
+    ("cherry-pick is already in progress", "cherry-pick"),
+    ("revert is already in progress", "revert"),
+)
+
+
+def raise_if_busy(cmd: Sequence[str], result: Result, cwd: Path | str) -> None:
+    """git's own lock file or an unfinished operation: GitBusy (exit 6) with what to do."""
+    text = result.stderr + result.stdout
+    lock = _LOCK.search(text)
+    if lock:
+        path = lock.group(1)
+        raise GitBusy(
+            cmd, result.returncode, result.stdout, result.stderr,
+            what=f"git's lock file {path} exists",
+            hint="another git command is running in this repository, or a killed one left the "
+            f"file behind: if no git process runs, remove it (rm '{path}') and run the same "
+            "command again",
+        )  # fmt: skip
+    for needle, op in _IN_PROGRESS:
+        if needle in text:
+            raise GitBusy(
+                cmd, result.returncode, result.stdout, result.stderr,
+                what=f"an unfinished git {op} blocks this step",
+                hint=f"finish it (git {op} --continue) or abort it (git {op} --abort) in "
+                f"{cwd}, then run the same command again",
+            )  # fmt: skip
 
 
 def git_out(*args: str, cwd: Path | str) -> str:

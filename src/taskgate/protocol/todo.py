@@ -84,9 +84,35 @@ class TodoList:
         return tuple(t.name for t in self.tasks)
 
 
+BOM = "\ufeff"
+# Characters str.splitlines() treats as line breaks that editors may show as breaks or not:
+# taskgate splits on newlines only and refuses these, so no task is hidden or invented.
+_FALSE_BREAKS = {"\u2028": "U+2028 LINE SEPARATOR", "\u2029": "U+2029 PARAGRAPH SEPARATOR",
+                 "\x85": "U+0085 NEXT LINE"}  # fmt: skip
+
+
+def split_lines(text: str, *, keepends: bool = False) -> list[str]:
+    """Lines split at \\n only (\\r\\n included), unlike str.splitlines()."""
+    parts = text.split("\n")
+    if keepends:
+        lines = [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+        return lines
+    if parts and parts[-1] == "":
+        parts.pop()
+    return [p.removesuffix("\r") for p in parts]
+
+
 def parse_todo(text: str) -> TodoList:
     """Parse todo.md strictly: malformed tasks raise TodoError naming the line."""
-    lines = text.splitlines()
+    lines = split_lines(text.removeprefix(BOM))
+    for index, line in enumerate(lines):
+        for char, name in _FALSE_BREAKS.items():
+            if char in line:
+                raise TodoError(
+                    index + 1,
+                    f"contains {name}, which some editors show as a line break and others "
+                    "do not; replace it with a newline (or a space)",
+                )
     starts: list[int] = []
     for index, line in enumerate(lines):
         if _TASK_HEADING.match(line):
@@ -173,9 +199,53 @@ def _names(text: str, line: int) -> tuple[str, ...]:
 
 def remove_task(text: str, task: TodoTask) -> str:
     """todo.md without `task`'s entry, everything else byte-identical (R-CMP-03)."""
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text, keepends=True)
     end = task.end_line
     # Swallow the blank lines that separated this entry from the next one.
     while end < len(lines) and not lines[end].strip():
         end += 1
-    return "".join(lines[: task.line - 1] + lines[end:])
+    kept = "".join(lines[: task.line - 1] + lines[end:])
+    if text.startswith(BOM) and not kept.startswith(BOM):
+        kept = BOM + kept  # the first entry went; the byte order mark stays
+    return kept
+
+
+def blocked_reasons(todo: TodoList, done: set[str]) -> dict[str, str]:
+    """Why each task with unmet dependencies waits: unknown names and cycles said plainly."""
+    known = set(todo.names)
+    deps = {t.name: [d for d in t.depends if d not in done] for t in todo.tasks}
+    reasons: dict[str, str] = {}
+    for task in todo.tasks:
+        unmet = deps[task.name]
+        if not unmet:
+            continue
+        unknown = [d for d in unmet if d not in known]
+        cycle = _cycle_from(task.name, deps)
+        parts = []
+        if unknown:
+            parts.append(
+                f"depends on {', '.join(unknown)}, which no task in todo.md or changelog.md "
+                "is called (a typo, or a task that was renamed)"
+            )
+        if cycle:
+            parts.append(f"is in a dependency cycle: {' -> '.join(cycle)}")
+        waiting = [d for d in unmet if d in known and d not in (cycle or [])]
+        if waiting:
+            parts.append(f"waits for {', '.join(waiting)} to be completed")
+        reasons[task.name] = f"'{task.name}' " + "; ".join(parts)
+    return reasons
+
+
+def _cycle_from(start: str, deps: dict[str, list[str]]) -> list[str] | None:
+    """A dependency path from `start` back to itself, or None."""
+    stack: list[tuple[str, list[str]]] = [(start, [start])]
+    seen: set[str] = set()
+    while stack:
+        node, path = stack.pop()
+        for nxt in deps.get(node, []):
+            if nxt == start:
+                return [*path, start]
+            if nxt not in seen and nxt in deps:
+                seen.add(nxt)
+                stack.append((nxt, [*path, nxt]))
+    return None

@@ -1,0 +1,104 @@
+"""No dead ends after a kill (issue 16): each case the reliability review found stuck for
+ever is reproduced with a failpoint SIGKILL and must resume to CLEANUP through the documented
+commands (run T, run --all, next, complete, recover --repair), with one squash on main and
+`audit` PASSED.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from conftest import Repo, git
+from test_complete import TASK, approved_repo
+from test_run import main_commits, sample, state
+
+SLUG = "add-slugify"
+
+
+def _finished(repo: Repo, task: str, *, commits: int, session: str = "run") -> None:
+    assert state(repo, task, session) == "CLEANUP"
+    assert len(main_commits(repo)) == commits
+    branches = repo.git("for-each-ref", "--format=%(refname:short)", "refs/heads").split()
+    assert not [b for b in branches if b == task or b.startswith(f"{task}-")], branches
+    assert task not in repo.git("worktree", "list")
+    audit = repo.run("audit", task, "--json", session=session)
+    assert audit.code == 0, audit.out
+    git(repo.path, "fsck", "--no-progress")
+
+
+def test_kill_between_a_verdict_and_the_completion_record(tmp_path: Path) -> None:
+    """The verdict is recorded, the completion is not (the kill's window); the next run
+    closes the dead invocation instead of refusing CLEANUP for ever ("still running")."""
+    repo = sample(tmp_path)
+    killed = repo.run("run", SLUG, "--yes", session="run", env={"TASKGATE_FAILPOINT": "run:REVIEW"})
+    assert killed.code == -signal.SIGKILL
+    reviewer = repo.ok("status", SLUG, "--json", session="run").json()["required_agents"][0]
+    repo.ok("agent", "set", SLUG, reviewer, "WORKING", session="run")
+    repo.ok("agent", "verdict", SLUG, reviewer, "APPROVED", session="run")
+    repo.ok("run", SLUG, "--yes", session="run")
+    _finished(repo, SLUG, commits=2)
+    trail = repo.ok("audit", SLUG, "--json", session="run").out
+    assert "still running" not in trail
+
+
+def test_release_force_during_complete_then_adopt_resumes(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """complete killed after main got the squash, then a person's release --force: the
+    journal survives the release, and the adopting session's `complete` finishes it."""
+    repo = approved_repo(tmp_path_factory, tmp_path / "repo")
+    before = repo.git("rev-parse", "main")
+    killed = repo.run("complete", TASK, env={"TASKGATE_FAILPOINT": "complete:after-merge"})
+    assert killed.code == -signal.SIGKILL
+    assert repo.git("rev-list", "--count", f"{before}..main") == "1"
+    repo.ok("release", TASK, "--force", "--reason", "the session crashed", session=None)
+    repo.ok("start", TASK, "--adopt", session="s2")
+    done = repo.ok("complete", TASK, "--json", session="s2").json()
+    assert done["state"] == "COMPLETE"
+    assert repo.git("rev-list", "--count", f"{before}..main") == "1"  # one squash, not two
+    repo.ok("cleanup", TASK, session="s2")
+    assert repo.run("audit", TASK, session="s2").code == 0
+
+
+@pytest.mark.parametrize("entry", ["run", "run --all", "next", "recover --repair"])
+def test_interrupted_cleanup_is_finished_by_every_entry_point(tmp_path: Path, entry: str) -> None:
+    repo = sample(tmp_path)
+    killed = repo.run("run", SLUG, "--yes", session="run",
+                      env={"TASKGATE_FAILPOINT": "cleanup:after-transition"})  # fmt: skip
+    assert killed.code == -signal.SIGKILL
+    assert state(repo, SLUG) == "CLEANUP"
+    diag = repo.run("recover", SLUG, "--json", session="run")
+    assert "cleanup interrupted" in diag.out
+    args = {
+        "run": ["run", SLUG, "--yes"],
+        "run --all": ["run", "--all", "--yes"],
+        "next": ["next"],
+        "recover --repair": ["recover", SLUG, "--repair"],
+    }[entry]
+    result = repo.run(*args, session="run")
+    assert result.code == 0, result.err
+    _finished(repo, SLUG, commits=len(main_commits(repo)))
+
+
+@pytest.mark.parametrize("entry", ["run --all", "run --next", "next"])
+def test_task_whose_squash_is_on_main_is_resumed(tmp_path: Path, entry: str) -> None:
+    """main's todo.md no longer lists the task once the squash is merged: the session's own
+    task is still resumed first (not R-LCK-19 for ever)."""
+    repo = sample(tmp_path)
+    killed = repo.run("run", SLUG, "--yes", session="run",
+                      env={"TASKGATE_FAILPOINT": "complete:after-merge"})  # fmt: skip
+    assert killed.code == -signal.SIGKILL
+    assert f"## {SLUG}" not in repo.git("show", "main:todo.md")
+    args = {"run --all": ["run", "--all", "--yes"], "run --next": ["run", "--next", "--yes"],
+            "next": ["next", "--json"]}[entry]  # fmt: skip
+    result = repo.run(*args, session="run")
+    assert result.code == 0, result.err
+    if entry == "next":
+        assert result.json()["task"] == SLUG
+        repo.ok("run", SLUG, "--yes", session="run")
+    _finished(repo, SLUG, commits=len(main_commits(repo)))
+    log = repo.git("log", "--format=%s", "main")
+    assert log.count(SLUG) >= 1 and len(set(log.splitlines())) == len(log.splitlines())
