@@ -360,3 +360,18 @@ def test_a_damaged_store_is_shown_with_what_to_do(repo: Repo, tmp_path: Path) ->
         assert page.status_code == 503 and "hint: run 'taskgate recover'" in page.text
         api = d.client.get("/api/board")
         assert api.status_code == 503 and api.json()["exit_code"] == 5
+
+
+def test_a_change_approved_in_the_dashboard_completes(brepo: Repo, tmp_path: Path) -> None:
+    _at_changes(brepo)
+    with dashboard(brepo.path, tmp_path / "st") as d:
+        page = d.client.get(f"/tasks/{TASK}").text
+        form = {"csrf": d.csrf(page), "kind": "changes", "bound_to": d.bound(page)}
+        r = d.post(f"/tasks/{TASK}/approve", form)
+        assert r.status_code == 200 and r.json()["state_after"] == "AWAITING_USER_APPROVAL"
+        after = d.client.get(f"/tasks/{TASK}").text
+        assert 'id="approve"' not in after and "the change is approved" in after
+    brepo.ok("complete", TASK)
+    status = _status(brepo)
+    assert status["state"] == "COMPLETE"
+    assert [a["provenance"] for a in status["approvals"] if a["kind"] == "changes"] == ["dashboard"]

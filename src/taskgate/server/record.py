@@ -63,8 +63,13 @@ def checkpoint(engine: Engine, snap: TaskSnapshot, task_md: str | None) -> Check
         current = task_head(engine, t) or ""
         approved = bool((t.checkpoint or {}).get("approved"))
     why = ""
-    if approved:
-        why = f"the {kind} is approved"
+    if approved and kind == "plan":
+        why = "the plan is approved: 'taskgate run' (or the agent) moves on to IMPLEMENTATION"
+    elif approved:
+        why = (
+            f"the change is approved: 'taskgate run {t.name}' or 'taskgate complete {t.name}' "
+            "merges it (R-CMP-09)"
+        )
     elif shown is None:
         why = (
             f"the {kind} has not been presented since it last changed (R-CKP-03): "
