@@ -152,6 +152,13 @@ def test_the_person_approves_and_requests_changes_in_the_browser(
     assert "plan approval waits for you" in browser.find_element(By.ID, "col-SYNTHESIS").text
     assert browser.find_element(By.CSS_SELECTOR, "#col-NOT_STARTED [data-task='polish-guide']")
     _artifact(browser, "board", tmp_path)
+    browser.find_element(By.ID, "filter").send_keys("polish")
+    slug_card = "article[data-task='add-slugify']"
+    assert not browser.find_element(By.CSS_SELECTOR, slug_card).is_displayed()
+    assert browser.find_element(By.CSS_SELECTOR, "article[data-task='polish-guide']").is_displayed()
+    browser.find_element(By.ID, "filter").clear()
+    browser.find_element(By.ID, "filter").send_keys(" ")
+    assert browser.find_element(By.CSS_SELECTOR, slug_card).is_displayed()
 
     # The task page: the plan and its hash, exactly what the store says was presented.
     browser.find_element(By.CSS_SELECTOR, "#col-SYNTHESIS a.name").click()

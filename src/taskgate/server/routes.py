@@ -157,7 +157,11 @@ def _board_parts(server: Server) -> tuple[dict[str, Any], str]:
 def board_page(request: Request, session: Session) -> Response:
     """The board."""
     _, html = _board_parts(_server(request))
-    return _page(request, title="Board", page="board", body=html, api="/api/board")
+    search = (  # outside the live sections: an update never takes what the person typed
+        '<input id="filter" class="filter" type="search" placeholder="Filter tasks by name, '
+        'title, owner or agent" aria-label="filter tasks">'
+    )
+    return _page(request, title="Board", page="board", body=search + html, api="/api/board")
 
 
 def board_fragment(request: Request, session: Session) -> Response:

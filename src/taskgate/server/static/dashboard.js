@@ -53,7 +53,23 @@
       old.replaceWith(el);
     }
     body.setAttribute("data-version", String(Number(body.getAttribute("data-version") || 0) + 1));
+    filterCards();
   }
+
+  function filterCards() {
+    var box = document.getElementById("filter");
+    if (!box) return;
+    var words = box.value.toLowerCase().split(/\s+/).filter(Boolean);
+    var cards = document.querySelectorAll("article.card");
+    for (var i = 0; i < cards.length; i++) {
+      var text = cards[i].textContent.toLowerCase();
+      var shown = words.every(function (w) { return text.indexOf(w) >= 0; });
+      cards[i].hidden = !shown;
+    }
+  }
+
+  var filterBox = document.getElementById("filter");
+  if (filterBox) filterBox.addEventListener("input", filterCards);
 
   function keepOpen(old, el) {
     // <details> the person opened or closed stay that way.
