@@ -443,3 +443,66 @@ def test_codex_runs_inside_the_sandbox_with_its_own_sandbox_off(arena: Arena) ->
     argv = (arena.ws.agent_worktree(TASK, arena.agent) / "argv.txt").read_text()
     assert "--sandbox danger-full-access" in argv  # ours is the boundary (CodexBackend.inner)
     assert "untracked files argv.txt" in result.reason  # it ran, and was judged as usual
+
+
+def test_packed_objects_are_imported_through_index_pack(arena: Arena) -> None:
+    attack = (
+        'for i in 1 2 3; do echo "$i" > "f$i.txt"; git add "f$i.txt"; '
+        'git commit -q -m "[agent:$TASKGATE_AGENT] $i"; done && git repack -q -a -d -l && '
+        "ls $(git rev-parse --git-common-dir)/objects/pack | grep -c pack"
+    )
+    request = arena.request(attack)
+    result = invoke(request)
+    code, out = arena.log()
+    assert code == 0 and int(out.split()[-1]) >= 2, out  # a .pack and its .idx in the copy
+    branch = f"{TASK}-{arena.agent}"
+    assert git(arena.repo.path, "log", "-1", "--format=%s", branch) == f"[agent:{arena.agent}] 3"
+    git(arena.repo.path, "fsck", "--strict", "--no-progress")
+    assert outcome(request)["violations"] == [], result.reason
+
+
+def test_a_corrupt_object_is_not_imported_and_the_branch_stays(arena: Arena) -> None:
+    before = Before(arena)
+    attack = (
+        'echo x > c.txt && git add c.txt && git commit -q -m "[agent:$TASKGATE_AGENT] c" && '
+        "obj=$(git rev-parse --git-common-dir)/objects/$(git rev-parse HEAD | "
+        'sed \'s#^\\(..\\)#\\1/#\') && chmod u+w "$obj" && echo garbage > "$obj"'
+    )
+    request = arena.request(attack)
+    result = invoke(request)
+    code, out = arena.log()
+    assert code == 0, out
+    before.assert_unchanged()  # the branch did not move to a commit that is not there
+    violations = outcome(request)["violations"]
+    assert any("corrupt" in v for v in violations), violations  # type: ignore[attr-defined]
+    assert not result.ok
+    git(arena.repo.path, "fsck", "--no-progress")
+
+
+def test_a_tasks_root_outside_the_repository(tmp_path: Path) -> None:
+    tasks = tmp_path / "workspace" / "tasks"
+    config = f'[workspace]\ntasks_root = "{tasks}"\n'
+    repo = make_repo(tmp_path / "repo", config=config)
+    repo.ok("start", TASK)
+    repo.ok("classify", TASK, "--risk-level", "HIGH", cwd=tasks / TASK / "code")
+    repo.ok("transition", TASK, "REQUIREMENTS", cwd=tasks / TASK / "code")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "agent").write_text(AGENT)
+    (bin_dir / "agent").chmod(0o755)
+    ws = find_workspace(repo.path)
+    agents = json.loads(repo.ok("status", TASK, "--json").out)["required_agents"]
+    arena = Arena(repo, ws, agents[0], agents[1])
+    store = fingerprint(ws.db_path)
+    request = arena.request(
+        'echo x > ok.txt && git add ok.txt && git commit -q -m "[agent:$TASKGATE_AGENT] ok" && '
+        'echo evil > "$TASK_WT/evil.txt"',
+        Mode.REQUIREMENTS,
+    )
+    result = invoke(request)
+    code, out = arena.log()
+    assert code != 0 and "Read-only" in out, out
+    assert not (ws.task_worktree(TASK) / "evil.txt").exists()
+    assert ws.report_path(TASK, arena.agent).read_text() == "r " * 80
+    assert git(repo.path, "log", "-1", "--format=%s", f"{TASK}-{arena.agent}").endswith("ok")
+    assert fingerprint(ws.db_path) == store and result.ok, result.reason

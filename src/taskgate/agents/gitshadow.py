@@ -64,6 +64,7 @@ class GitShadow:
     mounts: tuple[Mount, ...]
     refs_before: dict[str, str]
     head_before: bytes
+    reflog_before: bytes  # the worktree's logs/HEAD
 
     def import_back(self) -> list[str]:
         """Import the agent's objects and its branch tip; return the violations found."""
@@ -94,11 +95,15 @@ class GitShadow:
                 )
         violations += self._import_objects()
         new_tip = after.get(own)
+        refused: list[str] = []
         if new_tip is None:
-            violations.append(f"{own} deleted by the agent: discarded")
+            refused.append(f"{own} deleted by the agent: discarded")
         elif new_tip != self.tip:
-            violations += self._move_branch(own, new_tip)
-        return violations
+            refused += self._move_branch(own, new_tip)
+        reflog = self.gitdir / "logs" / "HEAD"
+        if refused and reflog.parent.is_dir():  # it must not name commits the repo lacks
+            reflog.write_bytes(self.reflog_before)
+        return violations + refused
 
     def _import_objects(self) -> list[str]:
         """Copy the loose objects the agent wrote into the real store, each checked."""
@@ -201,6 +206,7 @@ def prepare(worktree: Path, branch: str, scratch: Path) -> GitShadow:
         mounts=tuple(mounts),
         refs_before=ref_map(shadow),
         head_before=_read_bytes(gitdir / "HEAD"),
+        reflog_before=_read_bytes(gitdir / "logs" / "HEAD"),
     )
 
 
