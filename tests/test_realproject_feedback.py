@@ -159,3 +159,31 @@ def test_a_change_request_at_the_terminal_costs_one_round(tmp_path: Path) -> Non
         engine.close()
     assert progress.timeline.rounds == 2  # the first round and the one the request asked for
     assert impl_rounds == [2, 3]  # round_done after rounds 1 and 2: no round skipped
+
+
+def test_abandon_keeps_every_piece_of_work_and_ends_the_task(brepo: Repo) -> None:
+    """`taskgate abandon`: committed, merged, uncommitted and untracked work all survive under
+    refs/taskgate/quarantine/; branches and worktrees go; the task cannot be resumed."""
+    from conftest import git
+
+    to_validation(brepo, TASK)
+    quality = brepo.task_dir(TASK) / "agents" / "quality" / "code"
+    (quality / "draft.py").write_text("unfinished = True\n")  # untracked, never committed
+    head = git(brepo.worktree(TASK), "rev-parse", "HEAD")
+    agent = brepo.run("abandon", TASK, "--reason", "x", session=None,
+                      env={"TASKGATE_AGENT": "quality"})  # fmt: skip
+    assert agent.code == 1 and "R-CKP-02" in agent.err
+    assert brepo.run("abandon", TASK, session=None).code == 2  # the reason is required
+    result = brepo.ok("abandon", TASK, "--reason", "superseded by sso", "--json", session=None)
+    kept = result.json()["kept"]
+    assert set(kept) >= {TASK, f"{TASK}-quality"}
+    assert git(brepo.path, "merge-base", "--is-ancestor", head, kept[TASK]) == ""
+    files = git(brepo.path, "ls-tree", "-r", "--name-only", kept[f"{TASK}-quality"])
+    assert "draft.py" in files.split()
+    branches = git(brepo.path, "branch", "--format=%(refname:short)").split()
+    assert branches == ["main"]
+    assert not brepo.worktree(TASK).exists() and not quality.exists()
+    status = brepo.ok("status", TASK, "--json").json()
+    assert status["state"] == "VALIDATION"  # the record stays as it was
+    again = brepo.run("start", TASK, session="s2")
+    assert again.code == 1 and "abandoned" in again.err

@@ -114,6 +114,24 @@ def cmd_request_changes(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_abandon(args: argparse.Namespace) -> int:
+    """`taskgate abandon T --reason …`: drop a task; its work is quarantined, nothing lost."""
+    from taskgate.engine.abandon import abandon
+
+    refuse_agents("abandoning a task")
+    with engine_for(args) as engine:
+        record = abandon(engine, args.task, reason=args.reason, provenance=provenance())
+        kept = "\n".join(f"  {branch}: {ref}" for branch, ref in record["kept"].items())
+        emit(
+            args,
+            {"task": args.task, **record},
+            f"abandoned '{args.task}' (was {record['state']}); its work is kept under:\n"
+            f"{kept or '  (nothing to keep)'}\n"
+            f"remove its entry from todo.md, or give the task a new name to start it afresh",
+        )
+    return EXIT_OK
+
+
 def cmd_raise(args: argparse.Namespace) -> int:
     """`taskgate classify T --raise [LEVEL] [--reason …]` (R-WFV-11, C-84)."""
     from taskgate.engine.reclassify import raise_risk
@@ -157,3 +175,6 @@ def register(add: Any) -> None:
     )
     s.add_argument("task")
     s.add_argument("text", help="what to change ('-' reads it from stdin)")
+    s = add("abandon", cmd_abandon, "drop a task: its work is quarantined under refs/taskgate/")
+    s.add_argument("task")
+    s.add_argument("--reason", required=True, help="why the task is dropped (recorded)")

@@ -200,6 +200,13 @@ def start(engine: Engine, name: str, *, adopt: bool = False) -> StartResult:
             f"no task named '{name}' in {engine.ws.todo_path.name}",
             hint="add it to todo.md (see docs/todo-format.md) or run 'taskgate todo'",
         )
+    if row is not None and row.extra.get("abandoned"):  # issue 17: `taskgate abandon`
+        kept = ", ".join(dict(row.extra["abandoned"].get("kept") or {}).values()) or "nothing"
+        raise Refused(
+            f"task '{name}' was abandoned: {row.extra['abandoned'].get('reason', '')}",
+            [Violation("R-LCK-05", f"its work is kept under {kept}")],
+            hint=f"remove '{name}' from todo.md, or start the work afresh under a new name",
+        )
     if row is not None and _cleanup_pending(row) and row.session_id == session:
         from taskgate.engine.cleanup import cleanup
 

@@ -58,4 +58,6 @@ def explain(snap: TaskSnapshot) -> tuple[str, list[str]] | None:
         summary += f": {issue[0][:300]}"
     advice = _ADVICE.get(cause, "see the escalation message").format(task=task)
     actions = [advice, f"then resume: {stop.get('next') or f'taskgate run {task}'}"]
+    if cause not in ("post-merge-build", "agent-escaped"):
+        actions.append(f"or drop it, keeping its work: taskgate abandon {task} --reason '…'")
     return summary, actions
