@@ -2,7 +2,11 @@
 50 tasks in the store (issue 7), as a ratio to `python3 -c pass` and to a seed-style bash + jq
 hook (bench/seed_style_hook.sh), all measured interleaved in the same run.
 
-Run: python bench/hook_latency.py [rounds]
+Also (issue 15): PreToolUse and PostToolUse with the effect check on a 1,000-file and a
+20,000-file task worktree in IMPLEMENTATION (the main agent may not write: PostToolUse compares
+the worktree and refs with the baseline PreToolUse left), as ratios to `python3 -c pass`.
+
+Run: python bench/hook_latency.py [rounds] [--effects-only]
 """
 
 from __future__ import annotations
@@ -81,7 +85,11 @@ def inputs(repo: Path) -> dict[str, str]:
 
 
 def main() -> int:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    rounds = int(args[0]) if args else 30
+    if "--effects-only" in sys.argv:  # just the issue 15 rows
+        effect_check(rounds)
+        return 0
     repo = scratch_repo(TODO)
     tg(repo, "start", "task-0", check=True)
     for i in range(1, TASKS):  # one lock per session (R-LCK-19): 49 other sessions
@@ -161,7 +169,62 @@ def main() -> int:
         vs_seed = f"{median / seed_ms:8.2f}" if seed_ms else f"{'-':>8}"
         print(f"{name:52} {median * 1000:10.1f} {median / base:9.2f} {vs_seed}")
     snapshot_scaling()
+    effect_check(rounds)
     return 0
+
+
+def effect_check(rounds: int) -> None:
+    """PreToolUse / PostToolUse of `git status` with the effect check, by worktree size."""
+    import os
+    import tempfile
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from conftest import Repo, make_repo  # the tests' repository builders, real CLI underneath
+    from flow import to_implementation
+
+    home = Path(tempfile.mkdtemp(prefix="taskgate-bench-home-"))
+    (home / ".gitconfig").write_text("[user]\n\tname = B\n\temail = b@example.com\n")
+    os.environ.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1")  # never the real home
+    print(f"effect check (issue 15): the main agent in IMPLEMENTATION, {rounds} rounds; a plain")
+    print("read is not compared (it runs no project code), a test run is (git status + refs)")
+    print(f"{'case':52} {'median ms':>10} {'/ python':>9}")
+    for files in (1000, 20000):
+        base = Path(tempfile.mkdtemp(prefix="taskgate-bench-fx-")) / "repo"
+        repo: Repo = make_repo(base)
+        src = base / "src"
+        for i in range(files):
+            sub = src / f"d{i // 500}"
+            sub.mkdir(parents=True, exist_ok=True)
+            (sub / f"m{i}.py").write_text(f"x = {i}\n")
+        subprocess.run(["git", "add", "src"], cwd=base, check=True, capture_output=True)
+        subprocess.run(["git", "commit", "-qm", "files"], cwd=base, check=True, capture_output=True)
+        to_implementation(repo, "add-login")
+        tree = repo.worktree("add-login")
+        rows: dict[str, list[float]] = {"python3 -c pass": []}
+        inputs: dict[str, tuple[str, str]] = {}
+        for command in ("git status", "pytest -q"):
+            call = {"session_id": "s1", "transcript_path": "", "cwd": str(tree),
+                    "permission_mode": "default", "tool_name": "Bash",
+                    "tool_input": {"command": command}}  # fmt: skip
+            pre = json.dumps({**call, "hook_event_name": "PreToolUse"})
+            post = json.dumps({**call, "hook_event_name": "PostToolUse", "tool_response": {}})
+            inputs[command] = (pre, post)
+            for part in ("PreToolUse", "PostToolUse", "pair"):
+                rows[f"`{command}` {part}"] = []
+        timed(installed_command("PreToolUse"), tree, inputs["git status"][0])  # the baseline
+        for _ in range(rounds):
+            rows["python3 -c pass"].append(timed([sys.executable, "-c", "pass"], tree, ""))
+            for command, (pre, post) in inputs.items():
+                a = timed(installed_command("PreToolUse"), tree, pre)
+                b = timed(installed_command("PostToolUse"), tree, post)
+                rows[f"`{command}` PreToolUse"].append(a)
+                rows[f"`{command}` PostToolUse"].append(b)
+                rows[f"`{command}` pair"].append(a + b)
+        floor = statistics.median(rows["python3 -c pass"])
+        for name, values in rows.items():
+            median = statistics.median(values)
+            label = f"{files:>6} files: {name}"
+            print(f"{label:52} {median * 1000:10.1f} {median / floor:9.2f}")
 
 
 def snapshot_scaling() -> None:

@@ -290,6 +290,11 @@ def count() -> dict[str, int]:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """add-login in IMPLEMENTATION (s1), fix-typo held by s2, scratch files outside."""
+    yield from build_world(tmp_path_factory)
+
+
+def build_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The repository and scratch files every attempt runs against (see `world`)."""
     with pytest.MonkeyPatch.context() as mp:
         home = tmp_path_factory.mktemp("home")
         mp.setenv("HOME", str(home))

@@ -161,7 +161,10 @@ def test_moving_main_is_put_back(impl: Repo) -> None:
     assert pre(impl, "git status") == ("allow", "")
     forged = git(impl.path, "commit-tree", "main^{tree}", "-p", "main", "-m", "not approved")
     git(impl.path, "update-ref", "refs/heads/main", forged)
-    text = post(impl, "git log -1")
+    # A plain read runs no project code: it is not compared (the baseline stays as it was)...
+    assert post(impl, "git log -1") == ""
+    # ...so the next call that may run code (or the next taskgate command) finds the move.
+    text = post(impl, "make -n")
     assert text.startswith("[R-CMP-01]"), text
     assert git(impl.path, "rev-parse", "main") == main_before
     [ref] = quarantine_refs(impl)

@@ -476,10 +476,15 @@ def post_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
     """R-AUD-03 tool usage record; views edited behind taskgate's back are reported; while the
     main agent may not write its task worktree, the worktree and refs are compared with the
     PreToolUse baseline and any change is quarantined and reported (hooks/effects.py)."""
+    analysis = _bash_analysis(data)
+    pure = analysis is not None and analysis.reads_only and not analysis.runs_code
+    if pure:
+        # Plain reads (git status, ls, grep) run no project code: nothing to compare now. The
+        # baseline is kept, so anything they could have changed is found by the next check.
+        return None
     from taskgate.hooks.effects import after_tool
 
     found = after_tool(data)
-    analysis = _bash_analysis(data)
     if analysis is not None and _writes_nothing(analysis):
         return _context_output("PostToolUse", found) if found else None
     from taskgate.hooks.record import record_tool_use

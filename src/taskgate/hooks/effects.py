@@ -17,7 +17,6 @@ subprocess and the git layer would cost the hook more than the comparison itself
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 TYPE_CHECKING = False
@@ -121,6 +120,8 @@ def worktree_print(worktree: str) -> dict[str, Any] | None:
 
 def _hashes(worktree: str, paths: list[str]) -> dict[str, str]:
     """git blob ids of dirty files (so a baseline can name their content), "-" if missing."""
+    if not paths:
+        return {}
     import hashlib
 
     found: dict[str, str] = {}
@@ -273,8 +274,10 @@ def save(path: str, data: dict[str, Any]) -> None:
 
 def drop(path: str) -> None:
     """Forget a baseline (the session's main agent may write again)."""
-    with contextlib.suppress(OSError):
+    try:  # noqa: SIM105  (contextlib would cost the hook its collections/functools imports)
         os.unlink(path)
+    except OSError:
+        pass
 
 
 def differences(

@@ -14,6 +14,10 @@ from taskgate.hooks.commands import _SHELLS, run, script
 from taskgate.hooks.lexer import Word, words
 from taskgate.hooks.shell import State, walk_text
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 READ_ONLY = words("""
 cat tac head tail less more most ls dir vdir pwd echo printf true false test [ wc grep egrep
 fgrep rg ag ack diff diff3 cmp comm cut tr nl od hexdump strings file stat du df which whereis
@@ -30,6 +34,14 @@ kubeval checkov trivy semgrep gitleaks detect-secrets licensee reuse lsb_release
 nm objdump readelf size addr2line c++filt otool getent dig host nslookup ping locate mlocate
 apropos man info whatis tldr cheat lscpu lsblk lsusb lspci dmesg journalctl last w who users
 finger pinky logname tput clear watch- once
+""")
+# Read-only by what they are for, but they run project code (tests, plugins, configuration
+# written in code): PostToolUse compares effects after them (hooks/effects.py).
+RUNS_CODE = words("""
+pytest py.test mypy pyright pyflakes flake8 pylint pycodestyle pydocstyle bandit vulture radon
+xenon jest vitest mocha ava karma tap jasmine eslint tslint stylelint rspec phpunit phpstan psalm
+ctest nosetests ward behave tox nox golangci-lint staticcheck govulncheck cppcheck clang-tidy
+splint tflint kube-linter kubeval checkov trivy semgrep gitleaks detect-secrets licensee reuse
 """)
 # Writers whose operands are the files they write.
 _OPERAND_WRITERS = frozenset(
@@ -114,47 +126,52 @@ _INTERPRETERS = frozenset(
 def known(name: str) -> bool:
     """Whether `name` is judged by its name (so a path to it is never read as a script)."""
     base = name.rstrip("0123456789.") or name
-    return (
-        name in READ_ONLY
-        or name in _OPERAND_WRITERS
-        or name in _MODE_FIRST
-        or name in _COPIERS
-        or name in _WRAPPERS
-        or name in _SHELLS
-        or name in _HANDLERS
-        or base in _INTERPRETERS
-        or name in _TOOLS
-        or name in ("git", "taskgate", "env", "make")
-    )
+    if name in READ_ONLY or name in ("git", "taskgate", "env", "make") or base in _INTERPRETERS:
+        return True
+    if name in _OPERAND_WRITERS or name in _MODE_FIRST or name in _COPIERS:
+        return True
+    if name in _WRAPPERS or name in _SHELLS:
+        return True
+    handlers, tools, _ = _tables()
+    return name in handlers or name in tools
+
+
+def _tables() -> tuple[dict[str, Any], frozenset[str], Any]:
+    """The option-aware handlers (hooks/tools.py, devtools.py), loaded only when a line runs
+    something beyond the plain read list: `git status && ls` never pays for them."""
+    from taskgate.hooks.devtools import _TOOLS, _tool
+    from taskgate.hooks.tools import _HANDLERS
+
+    return _HANDLERS, _TOOLS, _tool
+
+
+_WRITER_OPTIONS = frozenset(
+    {"-m", "--mode", "-s", "--size", "-r", "--reference", "-n", "--iterations", "--context", "-Z"}
+)
 
 
 def judge(st: State, name: str, args: list[Word], env: dict[str, str | None]) -> None:
-    """Record what the program `name` run with `args` may write."""
+    """Record what the program `name` run with `args` may write. Anything beyond the plain
+    read list and git may run project code (`runs_code`): PostToolUse then compares effects."""
     base = name.rstrip("0123456789.") or name
     if name.startswith("python") or name.startswith("pypy"):
         base = "python"
     if name in READ_ONLY:
+        if name in RUNS_CODE:
+            st.result.runs_code = True  # a test runner or linter: project code, compared after
         return
+    if name == "git":
+        from taskgate.hooks.gitrules import git_effects
+
+        git_effects(st, args, env)
+        return
+    if name == "taskgate":
+        return  # its own rules (policy.check_taskgate); its steps check effects themselves
+    st.result.runs_code = True
     if name in _WRAPPERS:
         _wrapper(st, name, args, env)
     elif name in _OPERAND_WRITERS:
-        for w in operands(
-            args,
-            frozenset(
-                {
-                    "-m",
-                    "--mode",
-                    "-s",
-                    "--size",
-                    "-r",
-                    "--reference",
-                    "-n",
-                    "--iterations",
-                    "--context",
-                    "-Z",
-                }
-            ),
-        ):
+        for w in operands(args, _WRITER_OPTIONS):
             st.write(w)
     elif name in _MODE_FIRST:
         ops = operands(args, frozenset({"--reference", "-m", "-M", "-x", "-X"}))
@@ -164,16 +181,16 @@ def judge(st: State, name: str, args: list[Word], env: dict[str, str | None]) ->
         _copy(st, name, args)
     elif name in _SHELLS:
         _shell(st, name, args)
-    elif name in _HANDLERS:
-        _HANDLERS[name](st, args)
-    elif name == "git":
-        from taskgate.hooks.gitrules import git_effects
+    else:
+        _judge_more(st, name, base, args)
 
-        git_effects(st, args, env)
-    elif name == "taskgate":
-        return  # its own rules (policy.check_taskgate); it writes only through the store
-    elif name in _TOOLS and name not in ("node", "perl", "ruby"):
-        _tool(st, name, args)
+
+def _judge_more(st: State, name: str, base: str, args: list[Word]) -> None:
+    handlers, tools, tool = _tables()
+    if name in handlers:
+        handlers[name](st, args)
+    elif name in tools and name not in ("node", "perl", "ruby"):
+        tool(st, name, args)
     elif base in ("python", "pypy"):
         from taskgate.hooks.interp import python
 
@@ -182,8 +199,6 @@ def judge(st: State, name: str, args: list[Word], env: dict[str, str | None]) ->
         from taskgate.hooks.interp import interpreter
 
         interpreter(st, base, name, args)
-    elif name in _TOOLS:
-        _tool(st, name, args)
     else:
         st.result.may_write_anything(f"`{name}` is not known to be read-only")
 
@@ -373,7 +388,3 @@ def _link(st: State, source: Word, dest: Word, hard: bool, relative: bool = Fals
             st.result.link_targets.add(st.physical(os.path.join(cwd, source.text)))
         else:
             st.links[os.path.realpath(link)] = target
-
-
-from taskgate.hooks.devtools import _TOOLS, _tool  # noqa: E402
-from taskgate.hooks.tools import _HANDLERS  # noqa: E402  (they use the above)

@@ -61,6 +61,7 @@ class Analysis:
         "link_targets",
         "opaque",
         "problems",
+        "runs_code",
         "scripts",
         "tree_writes",
         "unbounded",
@@ -79,6 +80,7 @@ class Analysis:
         self.problems: list[str] = []  # why the analysis is incomplete
         self.complete = True
         self.budget = ""  # set when the analysis ran out of budget
+        self.runs_code = False  # a program beyond the plain read list (test runners ...) ran
 
     def unknown(self, why: str) -> None:
         """Record that part of the command could not be analysed."""
