@@ -320,3 +320,34 @@ def test_which_commands_could_be_driven_unseen(tmp_path: Path, command: str, den
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     assert feeds_stdin({**data, "cwd": str(outside)}) == ""  # not taskgate's business
+
+
+def test_a_run_agent_may_write_its_private_directory_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the adapter lets through for an agent of `taskgate run` before the dispatcher."""
+    from taskgate.agents.codex_sandbox import SANDBOX_DIR
+    from taskgate.hooks.codex_adapter import PRIVATE_DIR, writes_only_private
+
+    assert PRIVATE_DIR == SANDBOX_DIR
+    task_dir = tmp_path / "tasks" / "t"
+    private = task_dir / "agents" / "quality" / "codex"
+    private.mkdir(parents=True)
+    report = private / "out" / "t-quality-requirements.md"
+
+    def bash(command: str) -> bool:
+        data = {"tool_name": "Bash", "cwd": str(tmp_path), "tool_input": {"command": command}}
+        return writes_only_private(data, None)
+
+    assert not bash(f"echo x > {report}")  # not a run agent: the dispatcher decides
+    monkeypatch.setenv("TASKGATE_AGENT", "quality")
+    monkeypatch.setenv("TASKGATE_TASK_DIR", str(task_dir))
+    assert bash(f"echo x > {report}")
+    assert not bash(f"echo x > {report} && echo y > {task_dir / 'task.md'}")
+    assert not bash(f"echo x > {private}/../../test/codex/out/r.md")
+    assert not bash("git status")  # writes nothing: nothing to let through early
+    patch = {"tool_name": "apply_patch", "cwd": str(private)}
+    assert writes_only_private(patch, [{"tool_input": {"file_path": "out/r.md"}}])
+    assert not writes_only_private(patch, [{"tool_input": {"file_path": "../../../task.md"}}])
+    monkeypatch.setenv("TASKGATE_AGENT", "../quality")
+    assert not bash(f"echo x > {report}")

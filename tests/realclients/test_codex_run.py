@@ -136,12 +136,14 @@ def outside_tmp() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.mark.parametrize("sandbox", ["none", "auto"])
+@pytest.mark.parametrize(("sandbox", "hooks"), [("none", False), ("auto", False), ("none", True)])
 def test_a_high_risk_task_reaches_cleanup_with_codex_agents(
-    outside_tmp: Path, monkeypatch: pytest.MonkeyPatch, sandbox: str
+    outside_tmp: Path, monkeypatch: pytest.MonkeyPatch, sandbox: str, hooks: bool
 ) -> None:
     """sandbox "none": Codex's own sandbox with taskgate's writable roots is the boundary;
-    "auto": taskgate's bubblewrap is, and Codex runs inside it without its own."""
+    "auto": taskgate's bubblewrap is, and Codex runs inside it without its own. `hooks`: the
+    person also installed taskgate's Codex hooks (user scope, so they run inside the agents'
+    Codex too): they must not stand in the agents' way."""
     for name in list(os.environ):
         if name.startswith(LEAKY):
             monkeypatch.delenv(name)
@@ -164,9 +166,13 @@ def test_a_high_risk_task_reaches_cleanup_with_codex_agents(
     repo.ok("init")
     agent = Agent()
     with MockOpenAI(agent) as mock:
-        codex_config(Path(os.environ["HOME"]), mock, catalog=outside_tmp / "catalog.json")
+        home = Path(os.environ["HOME"])
+        codex_config(home, mock, catalog=outside_tmp / "catalog.json")
+        if hooks:
+            on_path = {"PATH": f"{codex_bin().parent}{os.pathsep}{os.environ['PATH']}"}
+            repo.ok("hooks", "install", "--client", "codex", env=on_path)
         run = repo.run("run", TASK, "--yes", session="run")
-    assert run.code == 0, f"{run.out}\n{run.err}\n{mock.errors}"
+    assert run.code == 0, f"{run.out}\n{run.err}\n{mock.errors}\n{mock.all_outputs()[:3]}"
     assert not mock.errors, mock.errors
     status = repo.ok("status", TASK, "--json", session="run").json()
     assert status["state"] == "CLEANUP", status
@@ -181,6 +187,9 @@ def test_a_high_risk_task_reaches_cleanup_with_codex_agents(
     modes = {json.loads(t.headers["x-codex-turn-metadata"])["sandbox_mode"] for t in mock.turns}
     outer = sandbox == "auto" and choose("auto").confined
     assert modes == {"danger-full-access" if outer else "workspace-write"}
+    if hooks:  # the hooks did run inside the agents' Codex (their SessionStart context)
+        assert any("No active tasks for current session" in json.dumps(t.input)
+                   for t in mock.turns)  # fmt: skip
     audit = repo.run("audit", TASK, "--json", session="run")
     assert audit.code == 0, audit.out + audit.err
     assert audit.json()["verdict"] == "PASSED"

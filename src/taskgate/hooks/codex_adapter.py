@@ -21,6 +21,11 @@ run whatever the model types, unseen. So in a taskgate repository, or for a sess
 a task, a Bash call that starts one is denied before the dispatcher sees it (R-REC-14: taskgate
 cannot judge it); scripts, `bash -c '…'` and here-documents are judged as usual.
 
+An agent that `taskgate run` started on the codex backend writes its report (or task.md) in
+its private directory beside its worktree, which Codex's sandbox makes writable for it alone;
+a call that writes only there is allowed before the dispatcher, which would take any path
+under `.taskgate/` for the store's.
+
 A prompt is the person's only when a person handed it to Codex. An agent can start Codex
 itself, even on its own session (`codex exec resume <id> "approved"`); that Codex and its
 hooks inherit the agent's command environment (AGENT_SHELL), so its UserPromptSubmit is
@@ -54,6 +59,10 @@ EDITORS = frozenset({"vi", "vim", "nvim", "view", "nano", "pico", "emacs", "ed",
 # a command started (`codex exec resume <id> "approved"`) and in its hooks: Codex's own
 # (verified with 0.169.0), Claude Code's, and taskgate's for the agents `taskgate run` starts.
 AGENT_SHELL = ("CODEX_TOOL_CALL_ID", "CODEX_THREAD_ID", "CLAUDECODE", "TASKGATE_AGENT")
+# The private directory of an agent `taskgate run` started on the codex backend, where its
+# report / task.md copy and $TMPDIR live (agents/codex_sandbox.SANDBOX_DIR; Codex's own sandbox
+# already confines the agent to it).
+PRIVATE_DIR = "codex"
 PATCH_TOOL = "apply_patch"
 STDIN_TOOL = "write_stdin"
 BEGIN = "*** Begin Patch"
@@ -135,6 +144,8 @@ def run_codex_hook(
         if unseen:
             print(dumps(_deny(unseen)), file=stdout)
             return 0
+        if writes_only_private(data, calls):
+            return 0  # the run agent's own files beside its worktree (its staged report)
     if calls is None:
         return dispatch.run_hook(argv, io.StringIO(raw), stdout)
     if not calls:
@@ -151,6 +162,39 @@ def run_codex_hook(
 def agent_shell() -> str:
     """The variable showing that this Codex runs inside an agent's command ('' for a person's)."""
     return next((name for name in AGENT_SHELL if os.environ.get(name)), "")
+
+
+def private_dir() -> str:
+    """The private directory of the `taskgate run` agent this Codex is ('' for others)."""
+    agent, task_dir = os.environ.get("TASKGATE_AGENT"), os.environ.get("TASKGATE_TASK_DIR")
+    if not agent or not task_dir or os.sep in agent or agent in (".", ".."):
+        return ""
+    return os.path.realpath(os.path.join(task_dir, "agents", agent, PRIVATE_DIR))
+
+
+def writes_only_private(data: dict[str, Any], calls: list[dict[str, Any]] | None) -> bool:
+    """True when every file the call writes is in the run agent's private directory (which
+    the dispatcher, knowing only the protocol's places, would take for the store's)."""
+    private = private_dir()
+    cwd = data.get("cwd")
+    if not private or not isinstance(cwd, str):
+        return False
+    paths: set[str] = set()
+    if data.get("tool_name") == "Bash":
+        tool_input = data.get("tool_input")
+        command = tool_input.get("command") if isinstance(tool_input, dict) else None
+        if not isinstance(command, str):
+            return False
+        from taskgate.hooks.shell import analyse
+
+        found = analyse(command, cwd, home=os.path.expanduser("~"))
+        if not found.complete or found.unbounded or found.opaque or found.scripts:
+            return False
+        paths = found.writes | found.dir_writes | found.link_targets | found.tree_writes
+    elif calls:
+        paths = {os.path.join(cwd, c["tool_input"]["file_path"]) for c in calls}
+    inside = [os.path.realpath(p) for p in paths]
+    return bool(inside) and all(p == private or p.startswith(private + os.sep) for p in inside)
 
 
 def feeds_stdin(data: dict[str, Any]) -> str:
