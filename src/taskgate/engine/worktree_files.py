@@ -16,13 +16,16 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from taskgate.engine.worktree_config import WorktreeConfig
+from taskgate.fsutil import atomic_write_json, read_json
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git, split_z
 from taskgate.process import run
 
 INCLUDE_FILE = ".worktreeinclude"
+MARKER = "taskgate-setup.json"
 _EXCLUDE_HEADER = "# taskgate: kept out of git in task and agent worktrees ([worktree], issue 21)"
 _CHUNK = 200  # pathspecs per git call
 
@@ -293,9 +296,13 @@ def keep_ignored(worktree: Path, common_dir: Path, placed: Placed) -> None:
         placed.skipped.append(f"{rel}: removed again, a .gitignore rule re-includes it")
 
 
-def exclude_new_untracked(worktree: Path, common_dir: Path, before: set[str]) -> list[str]:
+def exclude_new_untracked(
+    worktree: Path, common_dir: Path, before: frozenset[str], after: frozenset[str]
+) -> list[str]:
     """Keep what a setup command created (build metadata, caches) out of git: untracked paths
     that were not there before it ran, by their topmost new directory, go to info/exclude."""
+    if not after - before:
+        return []
     entries = split_z(
         git("ls-files", "-z", "--others", "--exclude-standard", "--directory", cwd=worktree).stdout
     )
@@ -317,18 +324,39 @@ def exclude_new_untracked(worktree: Path, common_dir: Path, before: set[str]) ->
     return tops
 
 
-def untracked_all(worktree: Path) -> set[str]:
-    """Every untracked path of a worktree, ignored ones included; a directory holding nothing
-    tracked is one entry (`node_modules/`)."""
-    out = git("ls-files", "-z", "--others", "--directory", cwd=worktree).stdout
-    return set(split_z(out))
+@dataclass(frozen=True)
+class TreeState:
+    """One `git status` of a worktree, to tell what a setup command changed."""
+
+    untracked: frozenset[str]  # files `git add -A` would stage
+    ignored: frozenset[str]  # ignored files and directories (a matching directory is one entry)
+    changed: tuple[str, ...]  # tracked paths with changes
 
 
-def untracked(worktree: Path) -> set[str]:
-    """Untracked, not ignored files of a worktree."""
-    return set(
-        split_z(git("ls-files", "-z", "--others", "--exclude-standard", cwd=worktree).stdout)
-    )
+def tree_state(worktree: Path) -> TreeState:
+    """The worktree's untracked, ignored and changed paths, from one `git status`."""
+    out = git("status", "--porcelain", "-z", "--untracked-files=all", "--ignored=matching",
+              cwd=worktree).stdout  # fmt: skip
+    untracked: set[str] = set()
+    ignored: set[str] = set()
+    changed: list[str] = []
+    fields = out.split("\0")
+    i = 0
+    while i < len(fields):
+        entry = fields[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if code[0] in "RC":
+            i += 1  # a rename's or copy's source path follows
+        if code == "??":
+            untracked.add(path)
+        elif code == "!!":
+            ignored.add(path)
+        else:
+            changed.append(path)
+    return TreeState(frozenset(untracked), frozenset(ignored), tuple(changed))
 
 
 def disposable(main: Path, worktree: Path, placed: Sequence[str]) -> list[str]:
@@ -345,3 +373,32 @@ def disposable(main: Path, worktree: Path, placed: Sequence[str]) -> list[str]:
         elif _same_file(main / rel, dst):
             result.append(rel)
     return result
+
+
+# -- the per-worktree marker --------------------------------------------------------------------
+
+
+def _marker_path(worktree: Path) -> Path | None:
+    """In the worktree's private git dir: it dies with the worktree (a recreated one starts
+    afresh)."""
+    gitdir = gitrepo.git_dir(worktree)
+    return gitdir / MARKER if gitdir is not None else None
+
+
+def read_marker(worktree: Path) -> dict[str, Any]:
+    """What was done in this worktree: {"placed": [...paths], "done": [[cmd], ...]}."""
+    path = _marker_path(worktree)
+    data = read_json(path) if path is not None else None
+    return data if isinstance(data, dict) else {}
+
+
+def write_marker(worktree: Path, data: dict[str, Any]) -> None:
+    """Record what was done in this worktree (atomically)."""
+    path = _marker_path(worktree)
+    if path is not None:
+        atomic_write_json(path, data)
+
+
+def placed_paths(worktree: Path) -> list[str]:
+    """The paths taskgate copied or linked into a worktree (for cleanup's disposable list)."""
+    return [str(p) for p in read_marker(worktree).get("placed") or []]

@@ -32,7 +32,6 @@ from taskgate.engine.workspace import STATE_DIR, Workspace
 from taskgate.errors import NeedsHuman, UsageError
 from taskgate.fsutil import atomic_write, atomic_write_json, read_json
 from taskgate.git import repo as gitrepo
-from taskgate.git.cmd import git, split_z
 from taskgate.process import Result, clean_env, end_child_sessions, run
 
 if TYPE_CHECKING:
@@ -43,7 +42,6 @@ if TYPE_CHECKING:
 
 PORTS_EVENT = "worktree_ports"
 PREPARED_EVENT = "worktree_prepared"
-MARKER = "taskgate-setup.json"  # in the worktree's private git dir: it dies with the worktree
 _STRIP = ("TASKGATE_SESSION", "TASKGATE_FAILPOINT")
 _DEFAULT_JOBS = 4
 Runner = Callable[..., Result]  # Engine.setup_runner: agents/setup_sandbox.py
@@ -203,38 +201,12 @@ def allocate(engine: Engine, task: str, keys: Sequence[str]) -> dict[str, Slot]:
     return engine.step(task, body)
 
 
-# -- the per-worktree marker --------------------------------------------------------------------
-
-
-def _marker_path(worktree: Path) -> Path | None:
-    gitdir = gitrepo.git_dir(worktree)
-    return gitdir / MARKER if gitdir is not None else None
-
-
-def read_marker(worktree: Path) -> dict[str, Any]:
-    """What was done in this worktree: {"placed": [...paths], "done": [[cmd], ...]}."""
-    path = _marker_path(worktree)
-    data = read_json(path) if path is not None else None
-    return data if isinstance(data, dict) else {}
-
-
-def _write_marker(worktree: Path, data: dict[str, Any]) -> None:
-    path = _marker_path(worktree)
-    if path is not None:
-        atomic_write_json(path, data)
-
-
-def placed_paths(worktree: Path) -> list[str]:
-    """The paths taskgate copied or linked into a worktree (for cleanup's disposable list)."""
-    return [str(p) for p in read_marker(worktree).get("placed") or []]
-
-
 def disposable_paths(ws: Workspace, worktree: Path) -> tuple[str, ...]:
     """What cleanup may drop with the worktree instead of keeping it in a quarantine snapshot:
     the paths taskgate placed that are still exactly as placed (links, unedited copies; an
     edited copy is work and is not listed) and what the setup commands created."""
-    created = [str(p).rstrip("/") for p in read_marker(worktree).get("created") or []]
-    return (*files.disposable(ws.repo, worktree, placed_paths(worktree)), *created)
+    created = [str(p).rstrip("/") for p in files.read_marker(worktree).get("created") or []]
+    return (*files.disposable(ws.repo, worktree, files.placed_paths(worktree)), *created)
 
 
 # -- setup commands -----------------------------------------------------------------------------
@@ -265,13 +237,12 @@ def _run_setup(
     """Run the target's setup commands not yet marked done, in order; stop at a failure."""
     cfg = engine.ws.config.worktree
     target = outcome.target
-    marker = read_marker(target.path)
+    marker = files.read_marker(target.path)
     done = [list(c) for c in marker.get("done") or []]
     todo = [(n, c) for n, c in enumerate(cfg.setup, 1) if list(c) not in done]
     if not todo:
         return
-    before = files.untracked(target.path)
-    before_all = files.untracked_all(target.path)
+    before = files.tree_state(target.path)
     env = _setup_env(engine, task, target, outcome.slot)
     # Under `taskgate run` an agent worktree's setup runs in the agents' sandbox (issue 14):
     # its content may come from the agent's branch (a recreated worktree).
@@ -299,21 +270,29 @@ def _run_setup(
             break
         done.append(list(cmd))
         marker["done"] = done
-        _write_marker(target.path, marker)
+        files.write_marker(target.path, marker)
         progress(f"setup [{target.label}] {_short(shown)}: ok in {seconds} s")
-    outcome.excluded = files.exclude_new_untracked(target.path, engine.ws.common_dir, before)
+    after = files.tree_state(target.path)
+    outcome.excluded = files.exclude_new_untracked(
+        target.path, engine.ws.common_dir, before.untracked, after.untracked
+    )
     if outcome.excluded:
         shown_paths = ", ".join(outcome.excluded[:5]) + ("..." if len(outcome.excluded) > 5 else "")
         progress(f"setup [{target.label}] created {shown_paths}: kept out of git "
                  "(.git/info/exclude)")  # fmt: skip
-    # Everything new, ignored or not, is setup output: disposable at cleanup (issue 16).
-    outcome.created = sorted(files.untracked_all(target.path) - before_all)
+    # Everything new, ignored or not, is setup output: disposable at cleanup (issue 16). A path
+    # that only became ignored (another worktree's exclude entry) and held files before is not.
+    appeared = [
+        p
+        for p in after.ignored - before.ignored
+        if not any(u == p or u.startswith(p.rstrip("/") + "/") for u in before.untracked)
+    ]
+    outcome.created = sorted({*appeared, *outcome.excluded})  # fmt: skip
     if outcome.created:
-        marker = read_marker(target.path)
+        marker = files.read_marker(target.path)
         marker["created"] = sorted({*(marker.get("created") or []), *outcome.created})
-        _write_marker(target.path, marker)
-    changed = git("status", "--porcelain", "-z", "--untracked-files=no", cwd=target.path).stdout
-    touched = [e[3:] for e in split_z(changed) if len(e) > 3]
+        files.write_marker(target.path, marker)
+    touched = [p for p in after.changed if p not in before.changed]
     if touched:
         outcome.warnings.append(f"setup changed tracked files: {', '.join(touched[:10])}")
         progress(f"setup [{target.label}] changed tracked files: {', '.join(touched[:5])} "
@@ -407,7 +386,7 @@ def _quiet(_line: str) -> None:
 
 
 def _has_pending(cfg: WorktreeConfig, worktree: Path) -> bool:
-    done = [list(c) for c in read_marker(worktree).get("done") or []]
+    done = [list(c) for c in files.read_marker(worktree).get("done") or []]
     return any(list(c) not in done for c in cfg.setup)
 
 
@@ -415,7 +394,7 @@ def _place_all(engine: Engine, outcomes: list[Outcome], progress: Callable[[str]
     """Copy and link into every worktree not placed yet (git lists the included files once)."""
     ws = engine.ws
     cfg = ws.config.worktree
-    todo = [o for o in outcomes if "placed" not in read_marker(o.target.path)]
+    todo = [o for o in outcomes if "placed" not in files.read_marker(o.target.path)]
     if not todo:
         return
     skip = [STATE_DIR]
@@ -425,9 +404,9 @@ def _place_all(engine: Engine, outcomes: list[Outcome], progress: Callable[[str]
     for o in todo:
         placed = files.place(ws.repo, o.target.path, cfg, included, ws.common_dir)
         o.placed = placed
-        marker = read_marker(o.target.path)
+        marker = files.read_marker(o.target.path)
         marker["placed"] = placed.paths()
-        _write_marker(o.target.path, marker)
+        files.write_marker(o.target.path, marker)
         what = [f"{len(placed.copied)} file(s) copied"] if placed.copied else []
         what += [f"{p} linked" for p in placed.linked]
         what += [f"{p} copied" for p in placed.copied_dirs]
