@@ -487,3 +487,16 @@ def test_agent_worktree_setup_runs_in_the_agents_sandbox(tmp_path: Path) -> None
     assert sorted(set(ran), key=str) == sorted({(None, "none")} | {(a, "bwrap") for a in agents},
                                               key=str)  # fmt: skip
     assert len(ran) == 1 + 2 * len(agents)  # the agents' setups ran twice: failed, then fixed
+
+
+def test_tree_state_reads_one_git_status(tmp_path: Path) -> None:
+    _, wt, _ = sample(tmp_path)
+    git(wt, "mv", "app.py", "main.py")  # a staged rename: two paths in one -z entry
+    (wt / "new.txt").write_text("n")
+    (wt / "db.local").write_text("ignored")
+    (wt / "build").mkdir()
+    (wt / "build" / "out.o").write_text("o")
+    state = wf.tree_state(wt)
+    assert state.untracked == {"new.txt"}
+    assert state.ignored == {"db.local", "build/"}  # an ignored directory is one entry
+    assert state.changed == ("main.py",)
