@@ -410,7 +410,7 @@ def test_attempt_is_denied_or_caught(world: dict[str, str], kind: str, command: 
         if kind == "denial of service":
             data = fixture("pre_tool_use_bash", Repo(Path(world["{R}"])),
                            tool_input={"command": fill(command, world)}, cwd=world["{W}"])  # fmt: skip
-            from taskgate.hooks.dispatch import judge
+            from taskgate.hooks.judge import judge
 
             message = judge(data).message()
             assert "budget" in message or len(command) < 10_000, message

@@ -264,7 +264,7 @@ def test_read_only_commands_are_allowed_in_implementation(
     implementation: Repo, kind: str, command: str
 ) -> None:
     """Judged as the hook judges them, from the task worktree and from the repository root."""
-    from taskgate.hooks.dispatch import judge
+    from taskgate.hooks.judge import judge
 
     for cwd in (implementation.worktree(TASK), implementation.path):
         verdict = judge(data(implementation, command, cwd))

@@ -161,7 +161,7 @@ def judge(st: State, name: str, args: list[Word], env: dict[str, str | None]) ->
             st.result.runs_code = True  # a test runner or linter: project code, compared after
         return
     if name == "git":
-        from taskgate.hooks.gitrules import git_effects
+        from taskgate.hooks.giteffects import git_effects
 
         git_effects(st, args, env)
         return

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import os
 
+from taskgate.hooks.expand import Expander, brace_expand
 from taskgate.hooks.grammar import Node, Parser
-from taskgate.hooks.lexer import Budget, Expander, OverBudget, Redir, Word, brace_expand, tokenize
+from taskgate.hooks.lexer import Budget, OverBudget, Redir, Word, tokenize
 
 MAX_COMMAND = 256 * 1024  # characters; longer lines are over budget, never judged piecemeal
 MAX_CWDS = 16  # possible directories of one command (failing `cd`s add possibilities)
