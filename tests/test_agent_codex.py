@@ -261,3 +261,20 @@ def test_heal_after_taskgate_was_killed_during_a_run(tmp_path: Path) -> None:
     assert gitrepo.head_ref(worktree) == "add-login-quality"
     assert git(worktree, "log", "-1", "--format=%s", "add-login-quality") == "[agent:quality] part"
     assert codex_sandbox.heal(request.agent_dir, worktree) == []
+
+
+def test_a_staged_file_that_is_a_link_is_not_taken_over(tmp_path: Path) -> None:
+    """The agent replaced its staged report by a symlink (to something only taskgate could
+    read): nothing is copied and the run is an ERROR."""
+    from taskgate.agents import codex_sandbox
+
+    env = codex_env(tmp_path, "success")
+    request = env.request("architect", Mode.REQUIREMENTS)
+    conf = codex_sandbox.plan(request, commit=True)
+    codex_sandbox.prepare(conf, request)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the report\n" * 10)
+    (conf.private / "out" / request.report_path.name).symlink_to(secret)
+    problems = codex_sandbox.finish(conf, request)
+    assert problems and "not a regular file" in problems[0]
+    assert not request.report_path.exists()

@@ -41,6 +41,7 @@ DETACHED = "detached.json"  # in the private dir while the worktree's HEAD is de
 # Files of a worktree's git dir that say where the repository is: an agent that rewrote them
 # would make taskgate's own git commands in that worktree read a config it wrote.
 GUARDED = ("commondir", "gitdir")
+MAX_STAGED_BYTES = 8 * 1024 * 1024  # a report or task.md; anything bigger is not taken over
 
 
 @dataclass
@@ -127,7 +128,13 @@ def finish(conf: Confinement, request: AgentRequest) -> list[str]:
         problems += _attach(conf, request.worktree)
         (conf.private / DETACHED).unlink(missing_ok=True)
     for real, copy in conf.staged.items():
+        if copy.is_symlink() or (copy.exists() and not copy.is_file()):
+            problems.append(f"{copy} is not a regular file; it was not copied to {real}")
+            continue
         if not copy.is_file():
+            continue
+        if copy.stat().st_size > MAX_STAGED_BYTES:
+            problems.append(f"{copy} is larger than {MAX_STAGED_BYTES} bytes; not copied")
             continue
         try:
             text = copy.read_text(encoding="utf-8")
