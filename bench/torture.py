@@ -1,17 +1,27 @@
-"""Crash-consistency torture: workers drive tasks and are SIGKILLed at random moments (issue 8).
+"""Crash-consistency torture over the whole lifecycle (issues 8 and 16).
 
-Each round forks one worker per task; a worker runs real CLI commands in-process (`main(argv)`,
-no interpreter start) for its own session: start, classify, transitions, agent status, plan
-presentation and approval, recover and audit. The parent kills every worker at a random moment,
-now and then force-releases a lock as a human would, and then checks the invariants:
+Each round forks one worker per slot; a worker runs real CLI commands in-process (`main(argv)`,
+no interpreter start) for its own session and its slot's current task, chosen from the task's
+state: start, classify, transitions forward and back, agent status, reports, plan
+presentation and approval, commits in the task worktree, validate, review verdicts, the
+change approval, complete, cleanup, recover and audit. The parent kills every worker at a
+random moment, now and then force-releases a lock as a human would, gives a slot whose task
+reached CLEANUP a new task (committed to main's todo.md like a person would), and then checks
+the invariants:
 
-- the store opens and passes `PRAGMA integrity_check`;
+- the store opens and passes `PRAGMA integrity_check`; no view is ahead of the store;
 - every task's state is a protocol state and matches its transition_log and its hash-chained
   events; after one `taskgate status T` the views match the store;
 - at most one unreleased lock per session, one owner per task; fences only increase;
-- no branch and no worktree that existed is lost; worktrees stay clean; `git fsck` is clean.
+- no object git could reach before the round (refs, reflogs, worktree HEADs and indexes) is
+  unreachable after it; branches and worktrees disappear only by cleanup; taskgate never
+  leaves a worktree dirty or half-made; `git fsck` is clean;
+- main holds at most one squash per task, exactly one once the task is COMPLETE;
+- every finished task passes `taskgate audit`;
+- at the end, every unfinished task resumes to CLEANUP through the documented commands within
+  a bounded number of commands (no stuck task).
 
-Run: python bench/torture.py [rounds] [seed]     (prints rounds survived and violations)
+Run: python bench/torture.py [rounds] [seed]     (prints rounds, kills, violations, finished)
 tests/test_torture.py runs the same harness with a bounded round count.
 """
 
@@ -24,17 +34,26 @@ import os
 import random
 import signal
 import sqlite3
+import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TASKS = tuple(f"task-{i}" for i in range(3))
-TODO = "".join(
-    f"## {t}: Torture {t}\n- Purpose: p\n- Scope: s\n- Components: c\n- Files: src/{t}.py\n\n"
-    for t in TASKS
-)
-CONFIG = "[protocol]\ncheck_cwd = false\n"
+SLOTS = 3
+TASKS = tuple(f"task-{i}" for i in range(SLOTS))  # the first task of each slot
+
+
+def entry(task: str) -> str:
+    """A todo.md entry for a torture task."""
+    fields = f"- Purpose: p\n- Scope: s\n- Components: c\n- Files: src/{task}.py\n\n"
+    return f"## {task}: Torture {task}\n{fields}"
+
+
+TODO = "".join(entry(t) for t in TASKS)
+CONFIG = '[protocol]\ncheck_cwd = false\n\n[validation]\ncommands = [["true"]]\n'
+DRAIN_COMMANDS = 80  # commands a task may need to reach CLEANUP once nothing kills it
 REPORT = "Requirements report. " + "The component must behave as specified. " * 4
 PLAN = """
 ## Implementation Plan
@@ -67,6 +86,9 @@ class Report:
     kills: int = 0
     violations: list[str] = field(default_factory=list)
     states: dict[str, set[str]] = field(default_factory=dict)
+    finished: list[str] = field(default_factory=list)  # tasks that reached CLEANUP
+    drained: int = 0  # unfinished tasks driven to CLEANUP at the end without kills
+    stale_locks: int = 0  # git index.lock files a killed git left (removed as a person would)
 
 
 def _cli(argv: list[str]) -> int:
@@ -74,7 +96,10 @@ def _cli(argv: list[str]) -> int:
 
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-        return main(argv)
+        code = main(argv)
+    if code and os.environ.get("TORTURE_DEBUG"):
+        print(f"  {' '.join(argv)} -> {code}: {sink.getvalue().strip()[:600]}", file=sys.stderr)
+    return code
 
 
 def _row(db: Path, task: str) -> tuple[str, list[str], bool, bool] | None:
@@ -90,38 +115,86 @@ def _row(db: Path, task: str) -> tuple[str, list[str], bool, bool] | None:
         return None
     import json
 
-    return str(row[0]), list(json.loads(row[1])), row[2] is not None, row[3] is not None
+    pending = json.loads(row[3]) if row[3] else None  # stored as JSON: "null" when none
+    return str(row[0]), list(json.loads(row[1])), row[2] is not None, bool(pending)
 
 
-def _worker_ops(repo: Path, task: str, rng: random.Random) -> list[list[str]]:
-    """The next few commands for this task, chosen from its current state."""
+Op = list[str] | Callable[[], object]
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def _agent_commit(repo: Path, task: str, agent: str, rng: random.Random) -> None:
+    """An agent's commit in the task worktree (it removes its own stale index.lock first)."""
+    wt = repo / ".taskgate" / "tasks" / task / "code"
+    gitdir = _git(wt, "rev-parse", "--git-dir").stdout.strip()
+    if gitdir:
+        (wt / gitdir / "index.lock").unlink(missing_ok=True)
+    # What a kill left staged is committed first: overwriting it would lose the agent's own
+    # blob, which is no taskgate fault and not what the no-lost-object invariant measures.
+    _git(wt, "commit", "-q", "-m", f"[agent:{agent}] {task} work (staged before a kill)")
+    target = wt / "src" / f"{task}.py"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(f"value = {rng.randrange(1000)}\n")
+    _git(wt, "add", "-A", "src")
+    _git(wt, "commit", "-q", "-m", f"[agent:{agent}] {task} work")
+
+
+def _behind(repo: Path, task: str) -> bool:
+    """main has commits the task branch lacks (another task completed): rebase first."""
+    return _git(repo, "merge-base", "--is-ancestor", "main", task).returncode == 1
+
+
+def _rebase(repo: Path, task: str) -> None:
+    """The documented R-CMP-06 path: rebase the task branch onto main in its worktree."""
+    wt = repo / ".taskgate" / "tasks" / task / "code"
+    gitdir = _git(wt, "rev-parse", "--git-dir").stdout.strip()
+    if gitdir:
+        (wt / gitdir / "index.lock").unlink(missing_ok=True)
+        if (wt / gitdir / "rebase-merge").exists() or (wt / gitdir / "rebase-apply").exists():
+            _git(wt, "rebase", "--abort")
+    if _git(wt, "rebase", "-q", "main").returncode != 0:
+        _git(wt, "rebase", "--abort")
+
+
+def _worker_ops(repo: Path, task: str, rng: random.Random, *, calm: bool = False) -> list[Op]:
+    """The next few commands for this task, chosen from its current state (`calm`: the
+    documented path only, for the final drain)."""
     row = _row(repo / ".taskgate" / "state.db", task)
-    if row is None or row[2]:
+    if row is None or (row[2] and row[0] != "CLEANUP"):
         return [["start", task, "--adopt"]]
     state, agents, _, pending = row
     task_dir = repo / ".taskgate" / "tasks" / task
-    roll = rng.random()
-    if pending and roll < 0.5:
-        return [["start", task]]  # a resuming session finishes the journaled step (R-LCK-03)
-    if roll < 0.08:
+    roll = 1.0 if calm else rng.random()
+    if pending:
+        # A resuming session finishes the journaled step first (R-LCK-03, R-REC-02); cleanup's
+        # own journal is finished by start, run and next alike (issue 16). Presenting again in
+        # the middle of `complete` would bind the approval to taskgate's own archival commit.
+        return [["start", task]] + (
+            [["complete", task]] if state == "AWAITING_USER_APPROVAL" else []
+        )
+    if roll < 0.06:
         return [["recover", task, "--repair"]]
-    if roll < 0.12:
+    if roll < 0.09:
         return [["audit", task]]
-    if roll < 0.15:
-        return [["start", rng.choice([t for t in TASKS if t != task])]]  # foreign or R-LCK-19
+    if roll < 0.11:
+        return [["start", _other_task(repo, task, rng)]]  # foreign or R-LCK-19
     if state == "INIT":
         return [["classify", task]]
     if state == "CLASSIFIED":
         return [["transition", task, "REQUIREMENTS"]]
     if state == "REQUIREMENTS":
-        choice = rng.random()
-        if choice < 0.5:
+        choice = rng.random() if not calm else 0.0
+        if choice < 0.6:
             for agent in agents:
                 (task_dir / f"{task}-{agent}-requirements.md").write_text(REPORT)
             return [["agent", "set", task, a, "COMPLETE"] for a in agents] + [
                 ["transition", task, "SYNTHESIS"]
             ]
-        if choice < 0.75:
+        if choice < 0.85:
             return [["agent", "set", task, rng.choice(agents), "WORKING"]]
         return [["transition", task, "CLASSIFIED", "--reason", "torture: agent blocker"]]
     if state == "SYNTHESIS":
@@ -135,10 +208,58 @@ def _worker_ops(repo: Path, task: str, rng: random.Random) -> list[list[str]]:
             ["transition", task, "IMPLEMENTATION"],
         ]
     if state == "IMPLEMENTATION":
-        if rng.random() < 0.5:
+        choice = rng.random() if not calm else 0.0
+        if _behind(repo, task):
+            return [lambda: _rebase(repo, task)]
+        if choice < 0.7:
+            first = agents[0]
+            done: list[Op] = [lambda: _agent_commit(repo, task, first, rng)]
+            done += [["agent", "set", task, first, "COMPLETE", "--done"]]
+            done += [
+                ["agent", "set", task, a, "COMPLETE", "--done", "--no-change", "torture"]
+                for a in agents[1:]
+            ]
+            return [*done, ["transition", task, "VALIDATION"]]
+        if choice < 0.9:
             return [["agent", "set", task, rng.choice(agents), "WORKING"]]
         return [["transition", task, "SYNTHESIS", "--reason", "torture: plan deviation"]]
+    if state == "VALIDATION":
+        return [["validate", task], ["transition", task, "REVIEW"]]
+    if state == "REVIEW":
+        return [["agent", "verdict", task, a, "APPROVED"] for a in agents] + [
+            ["transition", task, "AWAITING_USER_APPROVAL"]
+        ]
+    if state == "AWAITING_USER_APPROVAL":
+        if _behind(repo, task):  # R-CMP-06: back to IMPLEMENTATION, rebase, and again
+            return [["transition", task, "IMPLEMENTATION", "--reason", "rebase onto main"],
+                    lambda: _rebase(repo, task)]  # fmt: skip
+        return [["present", task], ["approve", task, "changes"], ["complete", task]]
+    if state == "COMPLETE":
+        if calm or rng.random() < 0.3:
+            return [["cleanup", task], ["cleanup", task, "--quarantine"]]
+        return [["cleanup", task]]
     return [["status", task]]
+
+
+def _other_task(repo: Path, task: str, rng: random.Random) -> str:
+    names = [n for n in _store_tasks(repo) if n != task]
+    return rng.choice(names) if names else task
+
+
+def _store_tasks(repo: Path) -> list[str]:
+    conn = sqlite3.connect(f"{(repo / '.taskgate' / 'state.db').resolve().as_uri()}?mode=ro",
+                           uri=True, timeout=30)  # fmt: skip
+    try:
+        return [r[0] for r in conn.execute("SELECT name FROM tasks ORDER BY name")]
+    finally:
+        conn.close()
+
+
+def _run_op(op: Op) -> int:
+    if callable(op):
+        op()
+        return 0
+    return _cli(op)
 
 
 def _worker(repo: Path, task: str, session: str, seed: int) -> None:
@@ -148,15 +269,17 @@ def _worker(repo: Path, task: str, session: str, seed: int) -> None:
     rng = random.Random(seed)
     try:
         while True:
-            for argv in _worker_ops(repo, task, rng):
-                _cli(argv)
+            for op in _worker_ops(repo, task, rng):
+                _run_op(op)
     finally:
         os._exit(0)
 
 
-def _kill_round(repo: Path, rng: random.Random, report: Report, max_delay: float) -> None:
+def _kill_round(
+    repo: Path, slots: list[str], rng: random.Random, report: Report, max_delay: float
+) -> None:
     pids = []
-    for n, task in enumerate(TASKS):
+    for n, task in enumerate(slots):
         seed = rng.randrange(1 << 30)
         pid = os.fork()
         if pid == 0:
@@ -180,6 +303,35 @@ class Seen:
     fences: dict[str, int] = field(default_factory=dict)
     branches: set[str] = field(default_factory=set)
     worktrees: set[str] = field(default_factory=set)
+    objects: set[str] = field(default_factory=set)
+    audited: set[str] = field(default_factory=set)
+
+
+def reachable(repo: Path) -> set[str]:
+    """Every object git keeps: refs, reflogs, all worktrees' HEADs and indexes (like gc)."""
+    out = _git(repo, "rev-list", "--objects", "--all", "--reflog", "--indexed-objects").stdout
+    return {line.split()[0] for line in out.splitlines() if line}
+
+
+def squashes(repo: Path) -> dict[str, int]:
+    """How many commits on main carry each task's squash trailer (`Task: T`)."""
+    out = _git(repo, "log", "--format=%B%x00", "main").stdout
+    counts: dict[str, int] = {}
+    for message in out.split("\0"):
+        for line in message.splitlines():
+            if line.startswith("Task: "):
+                name = line[len("Task: ") :].strip()
+                counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _seq(db: Path, task: str) -> int | None:
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    try:
+        row = conn.execute("SELECT seq FROM tasks WHERE name = ?", (task,)).fetchone()
+    finally:
+        conn.close()
+    return None if row is None else int(row[0])
 
 
 def check(repo: Path, seen: Seen, report: Report, *, fsck: bool) -> list[str]:
@@ -216,13 +368,21 @@ def check(repo: Path, seen: Seen, report: Report, *, fsck: bool) -> list[str]:
             conn.close()
     except Exception as exc:
         return [f"store does not open: {exc}"]
+    from taskgate.engine import views
+
     ws = find_workspace(repo)
-    for task in TASKS:
-        if _row(db, task) is not None:
-            code = _cli(["--repo", str(repo), "--session", "checker", "status", task])
-            if code != 0:
-                found.append(f"{task}: status exited {code}")
+    names = _store_tasks(repo)
+    for task in names:
+        row_seq = _seq(db, task)
+        rendered = views.view_seq(ws, task)
+        if rendered is not None and row_seq is not None and rendered > row_seq:
+            found.append(f"{task}: view at seq {rendered} ahead of the store at {row_seq}")
+        code = _cli(["--repo", str(repo), "--session", "checker", "status", task])
+        if code != 0:
+            found.append(f"{task}: status exited {code}")
     snaps = audit_mod.read_snapshots(ws, None)
+    counts = squashes(repo)
+    finished = {s.task.name for s in snaps if s.task.state == State.CLEANUP.value}
     worktrees = {str(p.resolve()) for p in gitrepo.worktree_paths(repo)}
     for snap in snaps:
         t = snap.task
@@ -240,24 +400,45 @@ def check(repo: Path, seen: Seen, report: Report, *, fsck: bool) -> list[str]:
         if t.fence < seen.fences.get(t.name, 0):
             found.append(f"{t.name}: fence went down {seen.fences[t.name]} -> {t.fence}")
         seen.fences[t.name] = t.fence
+        squashed = counts.get(t.name, 0)
+        if squashed > 1 or (t.state in ("COMPLETE", "CLEANUP") and squashed != 1):
+            found.append(f"{t.name}: {squashed} squash commits on main in state {t.state}")
+        if t.name in finished and t.name not in seen.audited and not t.pending:
+            code = _cli(["--repo", str(repo), "--session", "checker", "audit", t.name])
+            if code != 0:
+                found.append(f"{t.name}: audit FAILED (exit {code}) on a finished task")
+            seen.audited.add(t.name)
         wts = [ws.task_worktree(t.name)] + [ws.agent_worktree(t.name, a) for a in t.required_agents]
-        for wt in [] if t.pending else wts:  # a journaled step in flight is resumed, not done
+        for wt in [] if t.pending or t.name in finished else wts:  # journals resume later
             if str(wt.resolve()) in worktrees and gitrepo.is_worktree(wt):
                 seen.worktrees.add(str(wt.resolve()))
                 status = git("status", "--porcelain", cwd=wt, check=False)
-                if not status.ok or status.stdout.strip():
+                own = f"src/{t.name}.py"  # the worker's own file, left staged by a kill
+                dirty = [x for x in status.stdout.splitlines() if not x.endswith(own)]
+                if not status.ok or dirty:
                     found.append(
                         f"{t.name}: worktree {wt} unusable or dirty: "
                         f"{(status.stderr or status.stdout).strip()[:200]}"
                     )
+    cleaned = {str(ws.task_dir(n).resolve()) for n in finished}
     for path in sorted(seen.worktrees):
+        if any(path.startswith(c + "/") for c in cleaned):
+            continue  # removed by cleanup, its work kept (checked by reachability below)
         if path not in worktrees or not gitrepo.is_worktree(Path(path)):
             found.append(f"worktree lost: {path}")
     branches = set(
         git("for-each-ref", "--format=%(refname:short)", "refs/heads", cwd=repo).stdout.split()
     )
-    found += [f"branch lost: {b}" for b in sorted(seen.branches - branches)]
-    seen.branches |= branches
+    gone = {b for b in seen.branches - branches if not any(
+        b == n or b.startswith(f"{n}-") for n in finished)}  # fmt: skip
+    found += [f"branch lost: {b}" for b in sorted(gone)]
+    seen.branches = branches
+    objects = reachable(repo)
+    lost = seen.objects - objects
+    if lost:
+        found.append(f"{len(lost)} objects became unreachable, e.g. {sorted(lost)[:3]}")
+    seen.objects = objects
+    report.finished = sorted(finished)
     if fsck:
         result = git("fsck", "--no-progress", cwd=repo, check=False)
         if not result.ok:
@@ -265,30 +446,69 @@ def check(repo: Path, seen: Seen, report: Report, *, fsck: bool) -> list[str]:
     return found
 
 
-def torture(repo: Path, rounds: int, seed: int = 8, *, max_delay: float = 1.0) -> Report:
+def _refill(repo: Path, slots: list[str], report: Report) -> None:
+    """A slot whose task reached CLEANUP gets a new task, committed to main's todo.md."""
+    for n, task in enumerate(slots):
+        row = _row(repo / ".taskgate" / "state.db", task)
+        if row is None or row[0] != "CLEANUP" or row[3]:
+            continue
+        gen = int(task.rsplit("-", 1)[1]) + SLOTS if task.startswith("task-") else 0
+        new = f"task-{gen}"
+        lock = repo / ".git" / "index.lock"
+        if lock.exists():  # a killed git in the main worktree; a person removes it
+            lock.unlink()
+            report.stale_locks += 1
+        todo = repo / "todo.md"
+        todo.write_text(todo.read_text() + entry(new))
+        _git(repo, "add", "todo.md")
+        _git(repo, "commit", "-q", "-m", f"todo: add {new}")
+        slots[n] = new
+
+
+def drain(repo: Path, slots: list[str], report: Report, rng: random.Random) -> list[str]:
+    """Without kills, drive every unfinished task to CLEANUP by the documented commands."""
+    stuck = []
+    here = os.getcwd()
+    os.chdir(repo)
+    for n, task in enumerate(slots):
+        os.environ["TASKGATE_SESSION"] = f"w{n}"
+        for _ in range(DRAIN_COMMANDS):
+            row = _row(repo / ".taskgate" / "state.db", task)
+            if row is not None and row[0] == "CLEANUP" and not row[3]:
+                report.drained += 1
+                break
+            for op in _worker_ops(repo, task, rng, calm=True):
+                _run_op(op)
+        else:
+            row = _row(repo / ".taskgate" / "state.db", task)
+            stuck.append(f"{task}: stuck in {row[0] if row else 'no record'} after "
+                         f"{DRAIN_COMMANDS} rounds of documented commands")  # fmt: skip
+    os.environ.pop("TASKGATE_SESSION", None)
+    os.chdir(here)
+    return stuck
+
+
+def torture(
+    repo: Path, rounds: int, seed: int = 8, *, max_delay: float = 1.0, drain_end: bool = True
+) -> Report:
     """Run `rounds` kill rounds on an initialised repository with TODO and CONFIG."""
     rng = random.Random(seed)
     report = Report()
-    seen = Seen()
+    seen = Seen(objects=reachable(repo))
+    slots = list(TASKS)
     for n in range(rounds):
-        _kill_round(repo, rng, report, max_delay)
+        _kill_round(repo, slots, rng, report, max_delay)
         if rng.random() < 0.05:  # a human force-releases a lock; the worker re-adopts it
-            _cli(
-                [
-                    "--repo",
-                    str(repo),
-                    "--session",
-                    "human",
-                    "release",
-                    rng.choice(TASKS),
-                    "--force",
-                    "--reason",
-                    "torture",
-                ]
-            )
+            _cli(["--repo", str(repo), "--session", "human", "release", rng.choice(slots),
+                  "--force", "--reason", "torture"])  # fmt: skip
         violations = check(repo, seen, report, fsck=(n % 25 == 24 or n == rounds - 1))
         report.violations += [f"round {n}: {v}" for v in violations]
         report.rounds = n + 1
+        _refill(repo, slots, report)
+        seen.objects = reachable(repo)
+    if drain_end:
+        report.violations += [f"drain: {v}" for v in drain(repo, slots, report, rng)]
+        report.violations += [f"after drain: {v}" for v in check(repo, seen, report, fsck=True)]
     return report
 
 
@@ -308,7 +528,10 @@ def main() -> int:
     elapsed = time.monotonic() - start
     print(
         f"torture: {report.rounds} rounds survived, {report.kills} workers killed, "
-        f"{len(report.violations)} invariant violations ({elapsed:.0f} s, seed {seed})"
+        f"{len(report.violations)} invariant violations ({elapsed:.0f} s, seed {seed}); "
+        f"{len(report.finished)} tasks finished (CLEANUP, audit PASSED), {report.drained} "
+        f"driven to CLEANUP without kills at the end, {report.stale_locks} stale main "
+        "index.lock removed"
     )
     for task, states in sorted(report.states.items()):
         print(f"  {task}: states seen {', '.join(sorted(states))}")
