@@ -193,3 +193,21 @@ def end_child_sessions(sig: int = signal.SIGKILL) -> list[int]:
             _signal_group(pid, sig)
             ended.append(pid)
     return ended
+
+
+def start_detached(
+    cmd: Sequence[str], *, log: Path, env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start a long-lived `cmd` in a session of its own (it outlives the caller and its
+    process group), output appended to `log`; the caller may poll it (issue 18's server
+    autostart)."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            list(cmd),
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )

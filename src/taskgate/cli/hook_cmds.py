@@ -89,15 +89,38 @@ def _codex(args: argparse.Namespace, verb: str) -> int:
     return EXIT_REFUSED if report.problems else EXIT_OK
 
 
+def _http_target(args: argparse.Namespace) -> Any:
+    """`--http`: the repository's server (port, hook secret, state dir) the entries post to."""
+    from taskgate.engine.workspace import find_workspace, require_initialized
+    from taskgate.hooks.install import HttpTarget
+    from taskgate.server import secret
+
+    ws = find_workspace(_repo(args))
+    require_initialized(ws)
+    root = secret.state_root(args.state_dir).absolute()
+    hook_secret = secret.load_or_create(secret.server_dir(root, ws.common_dir) / "hook-secret")
+    return HttpTarget(ws.repo, args.port, hook_secret, root)
+
+
 def cmd_hooks_install(args: argparse.Namespace) -> int:
-    """`taskgate hooks install [--project]` (user scope by default: loaded everywhere)."""
+    """`taskgate hooks install [--project] [--http]` (user scope by default: loaded
+    everywhere; `--http`: answered by `taskgate serve`, started by SessionStart)."""
     from taskgate.hooks.install import default_program, install
 
     if getattr(args, "client", "claude") == "codex":
+        if getattr(args, "http", False):
+            raise UsageError("--http is for Claude Code", hint="drop --http with --client codex")
         return _codex(args, "install")
+    http = _http_target(args) if getattr(args, "http", False) else None
     path, _ = _settings(args)
     program = default_program()
-    _emit(args, install(path, program), "hooks in", program)
+    report = install(path, program, http)
+    _emit(args, report, "hooks in", program)
+    if http is not None and not getattr(args, "json", False):
+        print(
+            f"  HTTP hooks post to {http.base}/hooks/EVENT; SessionStart starts "
+            f"'taskgate serve --port {http.port}' when it is not running (docs/hooks.md)"
+        )
     return EXIT_OK
 
 
@@ -152,6 +175,23 @@ def cmd_hook(args: argparse.Namespace) -> int:
     return run_hook([args.event])
 
 
+def _http_flags(s: Any) -> None:
+    s.add_argument(
+        "--http",
+        action="store_true",
+        help="answer PreToolUse, PostToolUse, Stop, SubagentStop and SessionEnd from "
+        "'taskgate serve' over HTTP (about a millisecond; blocked while it is down); "
+        "SessionStart starts the server",
+    )
+    s.add_argument("--port", type=int, default=7457, help="with --http: the server's port")
+    s.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help="with --http: the server's state dir (as for 'taskgate serve')",
+    )
+
+
 def register(add: Any) -> None:
     """Claude Code integration commands."""
     hooks = add.group("hooks", "Claude Code integration: install, uninstall, status, plugin-path")
@@ -177,6 +217,8 @@ def register(add: Any) -> None:
             default="claude",
             help="claude (default) or codex: ~/.codex/hooks.json, trusted through codex",
         )
+        if name == "install":
+            _http_flags(s)
     hooks("plugin-path", cmd_hooks_plugin_path, "print the Claude Code plugin directory")
     s = add("hook", cmd_hook, "handle one Claude Code hook event (JSON on stdin)", json_flag=False)
     s.add_argument("event", help="SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, ...")

@@ -10,6 +10,14 @@ main worktree when it starts in a task or agent worktree. So the default scope i
 repository from its cwd and answers nothing outside a taskgate repository. Project scope
 (`--project`) is still offered for teams that commit their settings, and `status` names every
 worktree where the hooks would then not load.
+
+`--http` (issue 18): the events that need no person (PreToolUse, PostToolUse, Stop,
+SubagentStop, SessionEnd) become `"type": "http"` entries posting to `taskgate serve`'s
+`/hooks/EVENT` with the hook secret as a header, `onFailure: "block"` where a block stops
+something (a server that is down blocks the call, never allows it). SessionStart stays a
+command and gets a second command that starts the server if it is not running
+(server/autostart.py); UserPromptSubmit stays a command (a person's approval, refused by the
+HTTP door). Key names are Claude Code 2.1.332's (`url`, `headers`, `timeout`, `onFailure`).
 """
 
 from __future__ import annotations
@@ -44,6 +52,28 @@ MATCHERS: dict[str, str | None] = {
 }
 TIMEOUT_S = 30
 LAUNCHER = Path(__file__).with_name("launch.py")
+AUTOSTART = Path(__file__).resolve().parent.parent / "server" / "autostart.py"
+# Events answered over HTTP with --http; SessionStart (it starts the server) and
+# UserPromptSubmit (approvals come only through a channel the client itself spawns) are not.
+HTTP_EVENTS = ("PreToolUse", "PostToolUse", "Stop", "SubagentStop", "SessionEnd")
+HTTP_BLOCKING = ("PreToolUse", "PostToolUse")  # onFailure "block": a down server stops these
+SECRET_HEADER = "X-Taskgate-Hook-Secret"  # server/hookdoor.py reads it (case-insensitive)
+HTTP_TIMEOUT_S = 10
+
+
+@dataclass(frozen=True)
+class HttpTarget:
+    """Where `--http` entries post: the local server's base URL, its hook secret, and what
+    the SessionStart command needs to start that server (repository, port, state dir)."""
+
+    repo: Path
+    port: int
+    secret: str
+    state_dir: Path
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
 
 @dataclass
@@ -95,8 +125,35 @@ def hook_command(program: str, event: str) -> str:
 
 
 def is_ours(hook: Any) -> bool:
-    """True for an entry taskgate installed."""
-    return isinstance(hook, dict) and MARKER in str(hook.get("command", ""))
+    """True for an entry taskgate installed (a marked command, or an HTTP entry that sends
+    taskgate's hook-secret header)."""
+    if not isinstance(hook, dict):
+        return False
+    if hook.get("type") == "http":
+        headers = hook.get("headers")
+        return isinstance(headers, dict) and SECRET_HEADER in headers
+    return MARKER in str(hook.get("command", ""))
+
+
+def autostart_command(target: HttpTarget) -> str:
+    """The SessionStart command that starts `taskgate serve` when nothing answers its port."""
+    argv = [sys.executable, "-S", str(AUTOSTART), "--repo", str(target.repo)]
+    argv += ["--port", str(target.port), "--state-dir", str(target.state_dir)]
+    return f"{shlex.join(argv)} {MARKER}"
+
+
+def http_entry(event: str, target: HttpTarget) -> dict[str, Any]:
+    """One HTTP hook entry (Claude Code 2.1.332's keys). The secret is written as a literal
+    header value: docs/hooks.md "HTTP hooks" says who can read it."""
+    entry: dict[str, Any] = {
+        "type": "http",
+        "url": f"{target.base}/hooks/{event}",
+        "headers": {SECRET_HEADER: target.secret},
+        "timeout": HTTP_TIMEOUT_S,
+    }
+    if event in HTTP_BLOCKING:
+        entry["onFailure"] = "block"
+    return entry
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -125,7 +182,7 @@ def _save(path: Path, data: dict[str, Any]) -> None:
     atomic_write(path, json.dumps(data, indent=2) + "\n")
 
 
-def _group(event: str, command: str) -> dict[str, Any]:
+def _group(event: str, command: str, http: HttpTarget | None = None) -> dict[str, Any]:
     group: dict[str, Any] = {}
     if MATCHERS[event] is not None:
         group["matcher"] = MATCHERS[event]
@@ -134,18 +191,29 @@ def _group(event: str, command: str) -> dict[str, Any]:
         # A hook that cannot start, times out or crashes blocks the call (Claude Code >= 2.1
         # `onFailure`; `|| exit 2` covers clients that predate it, except for the timeout).
         entry["onFailure"] = "block"
+    if http is not None and event in HTTP_EVENTS:
+        entry = http_entry(event, http)
     group["hooks"] = [entry]
+    if http is not None and event == "SessionStart":
+        start = {"type": "command", "command": autostart_command(http), "timeout": TIMEOUT_S}
+        group["hooks"] = [start, entry]  # the server first: the first tool call needs it
     return group
 
 
-def install(path: Path, program: str) -> Report:
-    """Add or update taskgate's entries in place; other entries keep their order."""
+def wanted_group(event: str, program: str, http: HttpTarget | None = None) -> dict[str, Any]:
+    """taskgate's matcher group for `event`: commands, or HTTP entries with `http`."""
+    return _group(event, hook_command(program, event), http)
+
+
+def install(path: Path, program: str, http: HttpTarget | None = None) -> Report:
+    """Add or update taskgate's entries in place; other entries keep their order. With `http`
+    the settings file holds the hook secret, so it is written 0600."""
     data = _load(path)
     report = Report(path)
     hooks = data.setdefault("hooks", {})
     for event in EVENTS:
         groups: list[dict[str, Any]] = hooks.setdefault(event, [])
-        wanted = _group(event, hook_command(program, event))
+        wanted = wanted_group(event, program, http)
         mine = [g for g in groups if any(is_ours(h) for h in g.get("hooks", []))]
         if not mine:
             groups.append(wanted)
@@ -160,7 +228,38 @@ def install(path: Path, program: str) -> Report:
             groups.remove(extra)
     if any(v != "unchanged" for v in report.changes.values()):
         _save(path, data)
+    if http is not None:
+        path.chmod(0o600)
     return report
+
+
+def installed_http(path: Path) -> HttpTarget | None:
+    """The HTTP target of taskgate's installed entries, None when they are commands."""
+    try:
+        groups = _load(path).get("hooks", {}).get("SessionStart", [])
+    except UsageError:
+        return None
+    for group in groups:
+        for hook in group.get("hooks", []):
+            command = str(hook.get("command", "")) if isinstance(hook, dict) else ""
+            if MARKER in command and str(AUTOSTART) in command:
+                return _parse_autostart(command, path)
+    return None
+
+
+def _parse_autostart(command: str, path: Path) -> HttpTarget | None:
+    argv = shlex.split(command.replace(MARKER, ""))
+    values = dict(zip(argv[3::2], argv[4::2], strict=False))
+    try:
+        pre = _load(path)["hooks"]["PreToolUse"]
+        secret = next(
+            h["headers"][SECRET_HEADER] for g in pre for h in g.get("hooks", []) if is_ours(h)
+        )
+        return HttpTarget(
+            Path(values["--repo"]), int(values["--port"]), str(secret), Path(values["--state-dir"])
+        )
+    except (KeyError, ValueError, StopIteration, TypeError):
+        return None
 
 
 def uninstall(path: Path) -> Report:
@@ -252,20 +351,25 @@ def unguarded_worktrees(repo: Path, user_path: Path) -> list[str]:
 
 
 def status(path: Path, program: str, repo: Path) -> Report:
-    """Is every event wired to this taskgate? Then run each command on a sample input."""
+    """Is every event wired to this taskgate? Then run each command (or post to the server
+    for HTTP entries) on a sample input."""
     report = Report(path)
     hooks = _load(path).get("hooks", {})
+    http = installed_http(path)
     for event in EVENTS:
         ours = [g for g in hooks.get(event, []) if any(is_ours(h) for h in g.get("hooks", []))]
         if not ours:
             report.changes[event] = "missing"
             report.problems.append(f"{event}: not installed (run 'taskgate hooks install')")
-        elif ours[0] != _group(event, hook_command(program, event)):
+        elif ours[0] != wanted_group(event, program, http):
             report.changes[event] = "outdated"
             report.problems.append(f"{event}: differs from this taskgate (run install again)")
         else:
-            command = next(h["command"] for h in ours[0]["hooks"] if is_ours(h))
-            problem = self_test(event, command, repo)
+            entry = ours[0]["hooks"][-1]
+            if entry.get("type") == "http":
+                problem = http_self_test(event, entry, repo)
+            else:
+                problem = self_test(event, entry["command"], repo)
             report.changes[event] = "ok" if not problem else "failing"
             if problem:
                 report.problems.append(f"{event}: {problem}")
@@ -301,6 +405,30 @@ def _sample(event: str, repo: Path) -> dict[str, Any]:
     return {**base, **extras[event]}
 
 
+def http_self_test(event: str, entry: dict[str, Any], repo: Path) -> str:
+    """Post the sample input to the server the way Claude Code does; '' when it behaves."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        str(entry["url"]),
+        data=json.dumps(_sample(event, repo)).encode("utf-8"),
+        headers={"Content-Type": "application/json", **entry.get("headers", {})},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+            out = response.read().decode("utf-8", "replace").strip()
+    except urllib.error.HTTPError as exc:
+        return f"the server answered {exc.code} at {entry['url']}"
+    except OSError:
+        return (
+            f"no server answers {entry['url']}: every guarded tool call is blocked until one "
+            "does (it starts with the next Claude Code session, or run 'taskgate serve')"
+        )
+    return _judge(event, out)
+
+
 def self_test(event: str, command: str, repo: Path) -> str:
     """Run the installed command the way Claude Code does (a shell); '' when it behaves."""
     result = run(
@@ -311,7 +439,10 @@ def self_test(event: str, command: str, repo: Path) -> str:
     )
     if result.returncode != 0:
         return f"exit {result.returncode}: {result.stderr.strip()[:200]}"
-    out = result.stdout.strip()
+    return _judge(event, result.stdout.strip())
+
+
+def _judge(event: str, out: str) -> str:
     try:
         answer = json.loads(out) if out else {}
     except ValueError:

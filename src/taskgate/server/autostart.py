@@ -1,0 +1,101 @@
+"""SessionStart command for HTTP hooks (issue 18): start `taskgate serve` if it is not running.
+
+`taskgate hooks install --http` writes `PYTHON -S .../server/autostart.py --repo R --port P
+--state-dir S` into SessionStart, before the HTTP entries are needed. It answers in about a
+millisecond when something already listens on the port; otherwise it starts the server
+detached (its own session, output in `autostart.log` of the state dir) and waits until the
+port answers, so the session's first tool call finds it. It never fails the session: when
+the server does not come up it says so in a `systemMessage`, and the HTTP entries then block
+every guarded call (`onFailure: "block"`) until a server answers: closed, never open.
+
+Standard library only and run by path with `-S` (like hooks/launch.py): no server import.
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__":  # run by path: the package's root, not this directory, on the path
+    sys.path[0] = __file__.rsplit("/", 3)[0]
+
+import json
+import os
+import socket
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+WAIT_S = 15.0
+LOG = "autostart.log"
+
+
+def listening(port: int, host: str = "127.0.0.1", timeout: float = 0.2) -> bool:
+    """True when something accepts a TCP connection on host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def serve_argv(repo: Path, port: int, state_dir: Path) -> list[str]:
+    """The `taskgate serve` command this hook starts."""
+    return [
+        sys.executable,
+        "-m",
+        "taskgate",
+        "--repo",
+        str(repo),
+        "serve",
+        "--port",
+        str(port),
+        "--state-dir",
+        str(state_dir),
+    ]
+
+
+def start(repo: Path, port: int, state_dir: Path, wait_s: float = WAIT_S) -> str:
+    """Start the server unless one answers; '' when one answers now, else what went wrong."""
+    if listening(port):
+        return ""
+    from taskgate.process import start_detached
+
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    log = state_dir / LOG
+    package_root = str(Path(__file__).resolve().parent.parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    proc = start_detached(serve_argv(repo, port, state_dir), log=log, env=env, cwd=repo)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if listening(port):
+            return ""
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
+    return (
+        f"taskgate serve did not start on port {port} ({'; '.join(tail) or 'no output'}); "
+        f"taskgate's HTTP hooks block every guarded tool call until it runs: start it with "
+        f"'taskgate --repo {repo} serve --port {port}' (log: {log})"
+    )
+
+
+def main(argv: Sequence[str]) -> int:
+    """Parse `--repo R --port P --state-dir S`; print a systemMessage on failure; exit 0."""
+    values = dict(zip(argv[0::2], argv[1::2], strict=False))
+    try:
+        repo, port = Path(values["--repo"]), int(values["--port"])
+        state_dir = Path(values["--state-dir"])
+    except (KeyError, ValueError):
+        print("usage: autostart.py --repo R --port P --state-dir S", file=sys.stderr)
+        return 0
+    sys.stdin.close()  # the hook input is not needed; never block on it
+    problem = start(repo, port, state_dir)
+    if problem:
+        print(json.dumps({"systemMessage": problem}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
