@@ -176,3 +176,32 @@ def test_invalid_utf8_in_a_name_is_schema_damage(repo: Repo) -> None:
         assert result.code == 5, (args, result.code, result.err)
         assert "internal error" not in result.err
         assert "decode to UTF-8" in result.err or "UTF-8" in result.err
+
+
+def test_store_locked_by_another_process_is_its_own_fault(repo: Repo) -> None:
+    repo.ok("start", TASK)
+    holder = sqlite3.connect(repo.path / DB, timeout=1, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # another writer that does not let go
+        result = repo.run(
+            "release", TASK, "--force", "--json", session=None,
+            env={"TASKGATE_LOCK_TIMEOUT": "0.5"},
+        )  # fmt: skip
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert result.code == 6, result.out
+    assert result.json()["error"] == "locked" and "another taskgate command" in result.out
+    assert repo.ok("status", TASK, "--json").json()["lock"]["released_at"] is None
+
+
+def test_recover_repair_on_a_full_disk_never_offers_deleting(repo: Repo) -> None:
+    repo.ok("start", TASK)
+    view = repo.task_dir(TASK) / "task.json"
+    view.write_text("{}")  # a repairable problem (P4 check 2)
+    result = repo.run("recover", TASK, "--repair", env={"TASKGATE_FAULT": "store.commit:ENOSPC"})
+    assert result.code == 6, result.err
+    assert "no space left" in result.err
+    assert "Delete the task record" not in result.out + result.err
+    repo.ok("recover", TASK, "--repair")  # space freed: the same command repairs
+    assert json.loads(view.read_text())["task_name"] == TASK

@@ -75,7 +75,9 @@ class Engine:
             if not create:
                 require_initialized(self.ws)
             try:
-                self._store = SqliteStore(self.ws.db_path)
+                # How long a command waits for another writer (seconds; tests shorten it).
+                wait = float(os.environ.get("TASKGATE_LOCK_TIMEOUT", "60"))
+                self._store = SqliteStore(self.ws.db_path, timeout=wait)
             except StoreCorrupt as exc:
                 raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
         return self._store
