@@ -187,3 +187,59 @@ def test_abandon_keeps_every_piece_of_work_and_ends_the_task(brepo: Repo) -> Non
     assert status["state"] == "VALIDATION"  # the record stays as it was
     again = brepo.run("start", TASK, session="s2")
     assert again.code == 1 and "abandoned" in again.err
+
+
+# The build fails only once the archival edit is on main (as in tests/test_cleanup.py).
+_MAIN_ONLY_FAILURE = (
+    '[validation]\ncommands = [["python3", "-c", "import os, sys; '
+    "sys.exit(os.path.exists('changelog.md') and 'add-login' in open('changelog.md').read())"
+    '"]]\n'
+)
+
+
+def test_a_failed_main_build_is_checked_again_on_the_current_main(tmp_path: Path) -> None:
+    from conftest import git
+    from flow import to_complete
+
+    repo = make_repo(tmp_path / "r", config=_MAIN_ONLY_FAILURE)
+    to_complete(repo, TASK)
+    assert repo.run("cleanup", TASK).code == 4  # R-CMP-08
+    (repo.path / "changelog.md").write_text("# Changelog\n")  # the person fixes main
+    git(repo.path, "commit", "-qam", "fix the build on main")
+    fixed = git(repo.path, "rev-parse", "main")
+    repo.ok("cleanup", TASK)  # not the old merge again: main as it is now
+    assert repo.ok("status", TASK, "--json").json()["state"] == "CLEANUP"
+    on_main = [r for r in _events(repo, "validation") if r.get("on_main")]
+    assert [r["result"] for r in on_main] == ["FAILURE", "SUCCESS"]
+    assert on_main[-1]["head_sha"] == fixed
+
+
+def test_a_person_accepts_main_with_a_reason(tmp_path: Path) -> None:
+    from flow import to_complete
+
+    repo = make_repo(tmp_path / "r", config=_MAIN_ONLY_FAILURE)
+    to_complete(repo, TASK)
+    assert repo.run("cleanup", TASK).code == 4
+    assert repo.run("cleanup", TASK, "--accept-main").code == 2  # the reason is required
+    agent = repo.run("cleanup", TASK, "--accept-main", "--reason", "x",
+                     env={"TASKGATE_AGENT": "quality"})  # fmt: skip
+    assert agent.code == 1 and "R-CKP-02" in agent.err
+    repo.ok("cleanup", TASK, "--accept-main", "--reason", "changelog check is known-broken")
+    status = repo.ok("status", TASK, "--json").json()
+    assert status["state"] == "CLEANUP"
+    (accepted,) = _events(repo, "main_accepted")
+    assert accepted["reason"] == "changelog check is known-broken"
+    assert accepted["provenance"] == "non-interactive"
+
+
+def _events(repo: Repo, kind: str) -> list[dict[str, object]]:
+    import json
+    import sqlite3
+
+    db = repo.path / ".taskgate" / "state.db"
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = con.execute("SELECT payload FROM events WHERE kind = ? ORDER BY seq", (kind,))
+        return [json.loads(r[0]) for r in rows]
+    finally:
+        con.close()

@@ -62,6 +62,12 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     from taskgate.engine.cleanup import cleanup
 
     with engine_for(args) as engine:
+        if args.accept_main:  # issue 17: the person takes main as it is, with a reason
+            from taskgate.cli.checkpoint_cmds import provenance, refuse_agents
+            from taskgate.engine.mainbuild import accept_main
+
+            refuse_agents("accepting main without a passing build")
+            accept_main(engine, args.task, reason=args.reason, provenance=provenance())
         result = cleanup(engine, args.task, quarantine=args.quarantine)
         if result.already_clean:
             text = [f"'{result.task}' was already cleaned up (nothing to do)"]
@@ -91,3 +97,9 @@ def register(add: Any) -> None:
         action="store_true",
         help="keep undelivered work under refs/taskgate/quarantine/ instead of refusing",
     )
+    s.add_argument(
+        "--accept-main",
+        action="store_true",
+        help="the build on main failed and you take main as it is (needs --reason; recorded)",
+    )
+    s.add_argument("--reason", default="", help="with --accept-main: why main is acceptable")

@@ -202,13 +202,16 @@ def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
             [Violation("R-CLN-01", "CLEANUP starts only after main shows the task commit")],
             hint=f"run 'taskgate complete {t.name}'",
         )
+    from taskgate.engine import mainbuild  # issue 17: current main, --accept-main
+
+    built = mainbuild.target(engine, snap, merged)
     for e in snap.events:  # verified already (cleanup rerun after a crash)
         p = e.payload
-        if e.kind == "validation" and p.get("on_main") and p.get("head_sha") == merged:
+        if e.kind == "validation" and p.get("on_main") and p.get("head_sha") == built:
             passed = p.get("result") == "SUCCESS"
             if passed:
                 return dict(p)
-    report: dict[str, Any] = {"on_main": True, "head_sha": merged, "branch": t.base_branch}
+    report: dict[str, Any] = {"on_main": True, "head_sha": built, "branch": t.base_branch}
     if State.IMPLEMENTATION in task_path(snap):  # "the delivered module must exist on main"
         present = ops.all_paths(repo, f"refs/heads/{t.base_branch}")
         info = ops.commit(repo, merged)
@@ -216,13 +219,15 @@ def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
         if missing:
             _escalate(engine, t.name, f"delivered files missing on {t.base_branch}: "
                       f"{', '.join(missing[:10])}", report | {"missing": missing})  # fmt: skip
+    if (accepted := mainbuild.accepted(snap)) is not None:
+        return {"on_main": True, "head_sha": built, "result": "ACCEPTED", **accepted}
     commands = engine.ws.config.validation.commands
     if not commands:
         return report | {"result": "SKIPPED", "reason": "no [validation] commands (C-80)"}
     timeout = engine.ws.config.validation.timeout_minutes * 60
     ran = []
     failure: dict[str, Any] = {}
-    with build_worktree(engine, t.name, merged) as wt:
+    with build_worktree(engine, t.name, built) as wt:
         env = clean_env(worktree_setup.prepare_build(engine, t.name, wt))  # issue 21
         for cmd in commands:
             result = run(cmd, cwd=wt, env=env, timeout=timeout)
@@ -238,18 +243,21 @@ def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
         _escalate(
             engine,
             t.name,
-            f"the build of {t.base_branch} at {merged[:12]} fails: {failure['command']} exited "
+            f"the build of {t.base_branch} at {built[:12]} fails: {failure['command']} exited "
             f"{failure['exit_code']}",
             report | failure,
         )
     report |= {"command": " && ".join(ran), "exit_code": 0, "result": "SUCCESS"}
+    _record(engine, t.name, report)
+    return report
 
+
+def _record(engine: Engine, task: str, report: dict[str, Any]) -> None:
     def record(tx: Tx, current: TaskSnapshot) -> None:
-        engine.event(tx, t.name, "validation", report)
+        engine.event(tx, task, "validation", report)
         engine.touch(tx, current)
 
-    engine.step(t.name, record)
-    return report
+    engine.step(task, record)
 
 
 @contextmanager
@@ -291,7 +299,8 @@ def _escalate(engine: Engine, task: str, issue: str, report: dict[str, Any]) -> 
             option1="Fix forward in a new task",
             option2="Revert the commit on main (only with your consent)",
         ),
-        hint=f"fix main, then run 'taskgate cleanup {task}' again",
+        hint=f"fix main, then run 'taskgate cleanup {task}' again (it builds main's current "
+        f"tip), or take main as it is: taskgate cleanup {task} --accept-main --reason '…'",
     )
 
 
