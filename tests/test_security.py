@@ -313,3 +313,91 @@ def test_inside_the_sandbox_the_cli_says_why_it_cannot_write(presented: Presente
     assert code != 0
     assert "read-only inside taskgate's agent sandbox" in out
     assert "end your reply with the result object" in out
+
+
+# -- the audit chain's head, anchored in git at each checkpoint ------------------------------
+
+
+def audit_check(repo: Repo, check: str) -> dict[str, Any]:
+    """One check of `taskgate audit add-login --json`."""
+    data = repo.run("audit", TASK, "--json").json()
+    found = [c for t in data["tasks"] for c in t["checks"] if c["id"] == check]
+    assert len(found) == 1, data
+    result: dict[str, Any] = found[0]
+    return result
+
+
+def rewrite_trail(repo: Repo, provenance: str) -> None:
+    """What a program that can write the store does: change the approval's provenance and
+    recompute every hash after it, so the chain is consistent again."""
+    import sqlite3
+
+    from taskgate.store.records import GENESIS_HASH, event_hash
+
+    conn = sqlite3.connect(repo.path / ".taskgate" / "state.db")
+    try:
+        rows = conn.execute(
+            "SELECT seq, task, at, kind, payload FROM events WHERE task = ? ORDER BY seq", (TASK,)
+        ).fetchall()
+        previous = GENESIS_HASH
+        for seq, task, at, kind, payload in rows:
+            data = json.loads(payload)
+            if kind == "approval":
+                data["provenance"] = provenance
+            digest = event_hash(previous, task, at, kind, data)
+            conn.execute(
+                "UPDATE events SET payload = ?, prev_hash = ?, hash = ? WHERE seq = ?",
+                (json.dumps(data), previous, digest, seq),
+            )
+            previous = digest
+        conn.execute("UPDATE approvals SET provenance = ? WHERE task = ?", (provenance, TASK))
+        conn.commit()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def approved(tmp_path: Path) -> Repo:
+    from flow import to_synthesis
+
+    repo = make_repo(tmp_path / "repo")
+    to_synthesis(repo, TASK)
+    repo.ok("present", TASK)
+    repo.ok("approve", TASK, "plan")  # a pipe: non-interactive
+    return repo
+
+
+def test_each_checkpoint_anchors_the_chain_head_in_git(approved: Repo) -> None:
+    blob = git(approved.path, "cat-file", "blob", "refs/taskgate/audit/add-login")
+    last = approved.ok("status", TASK, "--json").json()
+    assert blob.startswith("taskgate audit anchor") and "task add-login" in blob
+    assert last["state"] == "SYNTHESIS"
+    check = audit_check(approved, "anchor")
+    assert check["passed"] and not check["notes"]
+    reflog = approved.path / ".git" / "logs" / "refs" / "taskgate" / "audit" / "add-login"
+    assert len(reflog.read_text().splitlines()) == 2  # present, approve (blobs: read the file)
+
+
+def test_a_rewritten_store_is_found_against_the_anchor(approved: Repo) -> None:
+    rewrite_trail(approved, "terminal")
+    assert audit_check(approved, "hash-chain")["passed"]  # consistent: the chain alone agrees
+    anchor = audit_check(approved, "anchor")
+    assert not anchor["passed"]
+    assert "rewritten after that checkpoint" in anchor["findings"][0]["evidence"]
+    assert approved.run("audit", TASK).code != 0
+
+
+def test_a_store_replaced_by_an_older_copy_is_found(approved: Repo) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(approved.path / ".taskgate" / "state.db")
+    try:
+        conn.execute(
+            "DELETE FROM events WHERE seq = (SELECT MAX(seq) FROM events WHERE task = ?)", (TASK,)
+        )
+        conn.execute("DELETE FROM approvals WHERE task = ?", (TASK,))
+        conn.commit()
+    finally:
+        conn.close()
+    anchor = audit_check(approved, "anchor")
+    assert not anchor["passed"] and "has no such event" in anchor["findings"][0]["evidence"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskgate.engine import views
+from taskgate.engine.anchor import check_anchor
 from taskgate.engine.core import Engine, check_history
 from taskgate.engine.workspace import Workspace, require_initialized
 from taskgate.errors import Corrupted, UsageError
@@ -96,6 +97,7 @@ def audit_snapshot(ws: Workspace, snap: TaskSnapshot) -> TaskAudit:
         *ac.run_checks(audit_input(ws, snap)),
         check_views(ws, snap),
         check_git(ws, snap),
+        check_anchor(ws, snap),  # engine/anchor.py (issue 14)
     ]
     return TaskAudit(snap.task.name, snap.task.state, tuple(checks))
 

@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from taskgate.engine import anchor
 from taskgate.engine.core import Engine, current_state
 from taskgate.errors import Refused, UsageError
 from taskgate.fsutil import read_text
@@ -165,7 +166,9 @@ def present(engine: Engine, task: str) -> Presentation:
         details["recovery"] = recovery_hint(tx.snapshot(task) or snap)
         return Presentation(task, kind, bound, now, text, details)
 
-    return engine.step(task, body)
+    shown = engine.step(task, body)
+    anchor.anchor(engine, task)  # the chain's head, in git (issue 14)
+    return shown
 
 
 def _plan(engine: Engine, snap: TaskSnapshot) -> tuple[str, str, dict[str, Any]]:
@@ -249,7 +252,9 @@ def approve(
         check_speaker(engine, snap.task)
         return record_approval(engine, tx, snap, kind, provenance=provenance, message=message)
 
-    return engine.step(task, body, owner=False)
+    row = engine.step(task, body, owner=False)
+    anchor.anchor(engine, task)  # the chain's head, in git (issue 14)
+    return row
 
 
 def approve_noop(engine: Engine, task: str, *, provenance: str, message: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from taskgate.engine import anchor
 from taskgate.engine.checkpoints import (
     PROVENANCES,
     check_speaker,
@@ -168,7 +169,9 @@ def record_human_message(
             )
         return said.interruption()
 
-    return engine.step(task, body, owner=False)
+    result = engine.step(task, body, owner=False)
+    anchor.anchor(engine, task)  # a person's message is a checkpoint too (issue 14)
+    return result
 
 
 @dataclass
