@@ -6,7 +6,11 @@ Also (issue 15): PreToolUse and PostToolUse with the effect check on a 1,000-fil
 20,000-file task worktree in IMPLEMENTATION (the main agent may not write: PostToolUse compares
 the worktree and refs with the baseline PreToolUse left), as ratios to `python3 -c pass`.
 
-Run: python bench/hook_latency.py [rounds] [--effects-only]
+Also (issue 18): PreToolUse answered over HTTP by a warm `taskgate serve` (the entries
+`taskgate hooks install --http` writes), p50 client-side, against the installed command hook,
+interleaved in the same run.
+
+Run: python bench/hook_latency.py [rounds] [--effects-only] [--http-only]
 """
 
 from __future__ import annotations
@@ -90,6 +94,9 @@ def main() -> int:
     if "--effects-only" in sys.argv:  # just the issue 15 rows
         effect_check(rounds)
         return 0
+    if "--http-only" in sys.argv:  # just the issue 18 rows
+        http_rows(max(rounds, 50))
+        return 0
     repo = scratch_repo(TODO)
     tg(repo, "start", "task-0", check=True)
     for i in range(1, TASKS):  # one lock per session (R-LCK-19): 49 other sessions
@@ -170,7 +177,95 @@ def main() -> int:
         print(f"{name:52} {median * 1000:10.1f} {median / base:9.2f} {vs_seed}")
     snapshot_scaling()
     effect_check(rounds)
+    http_rows(max(rounds, 50))
     return 0
+
+
+def _post(port: int, event: str, body: str, secret: str, conn: object = None) -> float:
+    """Client-side wall time of one hook POST (a new connection unless `conn` is given)."""
+    import http.client
+
+    start = time.perf_counter()
+    own = conn is None
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10) if own else conn
+    assert isinstance(c, http.client.HTTPConnection)
+    c.request(
+        "POST",
+        f"/hooks/{event}",
+        body=body.encode(),
+        headers={"Content-Type": "application/json", "X-Taskgate-Hook-Secret": secret},
+    )
+    response = c.getresponse()
+    data = response.read()
+    if own:
+        c.close()
+    elapsed = time.perf_counter() - start
+    assert response.status == 200, (response.status, data)
+    return elapsed
+
+
+def http_rows(rounds: int) -> None:
+    """PreToolUse over HTTP from a warm `taskgate serve` vs the installed command hook."""
+    import http.client
+    import socket
+    import tempfile
+
+    repo = scratch_repo(TODO)
+    tg(repo, "start", "task-0", check=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    state = Path(tempfile.mkdtemp(prefix="taskgate-bench-state-"))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "taskgate", "serve", "--port", str(port), "--state-dir", str(state)],
+        cwd=repo,
+        env=env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        secret_file = None
+        for _ in range(400):
+            secret_file = next(state.glob("serve/*/hook-secret"), None)
+            if secret_file and next(state.glob("serve/*/server.json"), None):
+                break
+            time.sleep(0.025)
+        assert secret_file is not None, "taskgate serve did not start"
+        secret = secret_file.read_text().strip()
+        cases = inputs(repo)
+        command = installed_command("PreToolUse")
+        rows: dict[str, list[float]] = {"python3 -c pass": []}
+        for name in cases:
+            rows[f"command: {name}"] = []
+            rows[f"HTTP: {name}"] = []
+        keep = "HTTP, kept-alive connection (Edit case)"
+        rows[keep] = []
+        edit = cases["Edit in the task worktree (snapshot read)"]
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        for body in cases.values():  # warm: first requests import the hook modules
+            for _ in range(5):
+                _post(port, "PreToolUse", body, secret)
+        for _ in range(rounds):
+            rows["python3 -c pass"].append(timed([sys.executable, "-c", "pass"], repo, ""))
+            for name, body in cases.items():
+                rows[f"command: {name}"].append(timed(command, repo, body))
+                rows[f"HTTP: {name}"].append(_post(port, "PreToolUse", body, secret))
+            rows[keep].append(_post(port, "PreToolUse", edit, secret, conn))
+        conn.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    base = statistics.median(rows["python3 -c pass"])
+    print(f"HTTP hooks (issue 18): PreToolUse from a warm taskgate serve, {rounds} rounds,")
+    print("p50 client-side (a new TCP connection per call unless noted), interleaved")
+    print(f"{'case':60} {'p50 ms':>8} {'/ python':>9} {'cmd / http':>11}")
+    for name, values in rows.items():
+        median = statistics.median(values)
+        ratio = ""
+        if name.startswith("HTTP: "):
+            ratio = f"{statistics.median(rows['command: ' + name[6:]]) / median:11.1f}"
+        print(f"{name:60} {median * 1000:8.2f} {median / base:9.2f} {ratio}")
 
 
 def effect_check(rounds: int) -> None:
