@@ -49,3 +49,24 @@ def test_main_in_the_middle_of_a_rebase(arepo: Repo) -> None:
     assert result.code == 1
     assert "rebase" in result.err and "--abort" in result.err
     assert "move the files" not in result.err
+
+
+def test_detached_task_worktree_at_complete_has_a_way_out(arepo: Repo) -> None:
+    wt = arepo.worktree(TASK)
+    git(wt, "checkout", "-q", "--detach")
+    result = arepo.run("complete", TASK)
+    assert result.code == 1 and "detached HEAD" in result.err
+    assert f"git switch {TASK}" in result.err and "recover" not in result.err
+    git(wt, "switch", "-q", TASK)  # what the hint says
+    assert arepo.ok("complete", TASK, "--json").json()["state"] == "COMPLETE"
+
+
+def test_deleted_task_worktree_at_complete_is_recreated_by_recover(arepo: Repo) -> None:
+    import shutil
+
+    shutil.rmtree(arepo.worktree(TASK))
+    result = arepo.run("complete", TASK)
+    assert result.code == 1 and "is missing" in result.err
+    assert f"taskgate recover {TASK} --repair" in result.err
+    arepo.ok("recover", TASK, "--repair")
+    assert arepo.ok("complete", TASK, "--json").json()["state"] == "COMPLETE"

@@ -100,11 +100,21 @@ def check_main_worktree(engine: Engine, main: str) -> None:
 
 def _check_task_worktree(engine: Engine, task: str, *, allow_dirty: bool = False) -> Path:
     wt = engine.ws.task_worktree(task)
-    if not gitrepo.is_worktree(wt) or gitrepo.head_ref(wt) != task:
+    if not gitrepo.is_worktree(wt):
         raise Refused(
-            f"the task worktree {wt} is missing or not on branch '{task}'",
+            f"the task worktree {wt} is missing",
             [Violation("R-WTB-01", "the task worktree is on branch T")],
-            hint=f"run 'taskgate recover {task}'",
+            hint=f"run 'taskgate recover {task} --repair' (recreates it from branch '{task}'), "
+            "then run the command again",
+        )
+    branch = gitrepo.head_ref(wt)
+    if branch != task:  # each case its own way out (issue 16), not a circular 'recover'
+        where = "a detached HEAD" if branch is None else f"branch '{branch}'"
+        raise Refused(
+            f"the task worktree {wt} is on {where}, not on '{task}'",
+            [Violation("R-WTB-01", "the task worktree is on branch T")],
+            hint=f"cd {wt} && git branch keep-{task} HEAD (keeps any commit made there) && "
+            f"git switch {task}, then run the command again",
         )
     busy = gitrepo.in_progress(wt)
     if busy:
@@ -126,12 +136,12 @@ def _check_task_worktree(engine: Engine, task: str, *, allow_dirty: bool = False
 def _preflight(engine: Engine, snap: TaskSnapshot) -> str:
     """Everything that would refuse later, checked before anything changes; returns main's tip."""
     t = snap.task
+    _check_task_worktree(engine, t.name)  # first: a missing worktree is not a moved branch
     facts = gather(engine, snap)
     refuse_if(
         [v for v in transitions.check(facts, State.COMPLETE) if v.rule not in _OWN_RULES],
         "complete",
     )
-    _check_task_worktree(engine, t.name)
     check_main_worktree(engine, t.base_branch)
     main_sha = gitrepo.rev_parse(engine.ws.repo, f"refs/heads/{t.base_branch}")
     head = gitrepo.head_sha(engine.ws.task_worktree(t.name)) or ""  # the real HEAD, not facts
