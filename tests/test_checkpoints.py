@@ -374,8 +374,8 @@ def test_automated_approval_needs_the_repository_opt_in(repo: Repo) -> None:
     finally:
         engine.close()
     toml = repo.path / "taskgate.toml"
-    toml.write_text(toml.read_text().replace("# allow_auto_approve = false",
-                                             "allow_auto_approve = true"))  # fmt: skip
+    toml.write_text(toml.read_text().replace("# [protocol]\n", "[protocol]\n").replace(
+        "# allow_auto_approve = false", "allow_auto_approve = true"))  # fmt: skip
     engine = Engine(find_workspace(repo.path), session_id="s1", cwd=repo.path)
     try:
         row = checkpoints.approve(engine, "add-login", "plan", provenance=checkpoints.AUTOMATED)
