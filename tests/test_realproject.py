@@ -187,9 +187,14 @@ def test_an_empty_change_is_refused(tmp_path: Path) -> None:
     assert "R-CKP-10" in proc.stderr and "changes nothing" in proc.stderr
     assert state(repo, "noop-task") == "REVIEW"
     assert run_git(repo, "rev-parse", "main") == main_before
-    assert not events(repo, "noop-task", "approval") or all(
-        e["kind"] != "changes" for e in events(repo, "noop-task", "approval")
-    )
+    assert all(e["kind"] != "changes" for e in events(repo, "noop-task", "approval"))
+    # Only the person can say that nothing needs to change; then the task may complete.
+    said = taskgate(repo, "approve", "noop-task", "noop", "--message", "already the case")
+    assert said.returncode == 0, said.stderr
+    proc = taskgate(repo, "run", "noop-task", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    changed = run_git(repo, "diff", "--name-only", main_before, "main").split()
+    assert changed == ["changelog.md", "todo.md"]  # the archival edit only
 
 
 def test_a_change_request_in_plain_words_reaches_the_agent(tmp_path: Path) -> None:
