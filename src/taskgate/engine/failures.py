@@ -24,6 +24,7 @@ from taskgate.store.records import TaskSnapshot
 
 _IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
 _MAX_FEEDBACK = 6000
+_MAX_ROUTED = 50
 
 
 @dataclass
@@ -104,7 +105,7 @@ def route(engine: Engine, snap: TaskSnapshot, failure: BuildFailure) -> Routing:
     tracked = _tracked(engine, snap.task.name)
     routing = Routing()
     plan: dict[str, str] | None = None
-    for item in failure.failures:
+    for item in failure.failures[:_MAX_ROUTED]:  # a suite that fails wholesale: the first ones
         files = files_of(engine, snap.task.name, item, tracked)
         by_commit = {f: _authors(engine, snap, f, team) for f in files}
         sources = [f for f in files if not is_test_path(f) and by_commit[f]]
