@@ -51,14 +51,34 @@ COMMAND_MODULES = (
 )
 
 
-class Registry:
-    """Adds sub-commands to the parser; passed to each command module's `register`."""
+class _Sink:
+    """Stands in for the parser (or registry) of a command that is not being run: its
+    arguments are never built (issue 18: the CLI built ~150 arguments for every command)."""
 
-    def __init__(self, sub: Any) -> None:
+    def __getattr__(self, name: str) -> Any:
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self
+
+
+_SINK = _Sink()
+
+
+class Registry:
+    """Adds sub-commands to the parser; passed to each command module's `register`. With
+    `only`, just that command's parser is built; the others get a sink."""
+
+    def __init__(self, sub: Any, only: str | None = None) -> None:
         self._sub = sub
+        self._only = only
+        self.built = False
 
     def __call__(self, name: str, handler: Handler, help_text: str, json_flag: bool = True) -> Any:
         """Add `taskgate NAME`; returns its parser for arguments."""
+        if self._only is not None and name != self._only:
+            return _SINK
+        self.built = True
         cmd = self._sub.add_parser(name, help=help_text, description=help_text)
         cmd.set_defaults(handler=handler)
         if json_flag:
@@ -67,6 +87,9 @@ class Registry:
 
     def group(self, name: str, help_text: str) -> Registry:
         """Add `taskgate NAME ACTION ...`; returns a registry for its actions."""
+        if self._only is not None and name != self._only:
+            return _SINK  # type: ignore[return-value]
+        self.built = True
         parser = self._sub.add_parser(name, help=help_text, description=help_text)
         sub = parser.add_subparsers(
             dest=f"{name}_command", metavar="ACTION", parser_class=_parser_class()
@@ -82,7 +105,24 @@ class Registry:
         return Registry(sub)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _command_of(args: Sequence[str]) -> str | None:
+    """The sub-command `args` run, when that is plain to see; None: build the whole parser."""
+    tokens = iter(args)
+    for token in tokens:
+        if token in ("--repo", "--session"):
+            next(tokens, None)
+        elif token.startswith(("--repo=", "--session=")):
+            continue
+        elif token.startswith("-"):
+            return None  # --help, --version, a typo: the full parser answers
+        else:
+            return token
+    return None
+
+
+def _parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; with `only`, just that sub-command's arguments are built (the whole
+    parser when no module registers it, so a typo gets the full usage)."""
     import importlib
     from pathlib import Path
 
@@ -98,10 +138,12 @@ def _parser() -> argparse.ArgumentParser:
         "$CODEX_SESSION_ID)",
     )
     registry = Registry(
-        p.add_subparsers(dest="command", metavar="COMMAND", parser_class=parser_class)
+        p.add_subparsers(dest="command", metavar="COMMAND", parser_class=parser_class), only
     )
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(registry)
+    if only is not None and not registry.built:
+        return _parser()
     return p
 
 
@@ -117,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     wants_json = "--json" in args_list
     try:
-        args = _parser().parse_args(args_list)
+        args = _parser(_command_of(args_list)).parse_args(args_list)
         if not getattr(args, "handler", None):
             _parser().print_help()
             return EXIT_USAGE
