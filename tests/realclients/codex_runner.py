@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -15,10 +16,22 @@ from pathlib import Path
 import pytest
 
 from conftest import Repo
-from realclients.clients import codex_bin, offline_env
+from realclients.clients import codex_bin, offline_command, offline_env
 from realclients.mock_openai import KEY_ENV, MockOpenAI, Turn, codex_config, message
 
 SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def offline_codex(bin_dir: Path, mock: MockOpenAI) -> Path:
+    """`bin_dir/codex`: the pinned codex in network and pid namespaces of its own
+    (clients.offline_command), its 127.0.0.1:PORT served from the mock's unix socket, so
+    nothing Codex or a command it runs starts can reach any network."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    wrapper = bin_dir / "codex"
+    inner = shlex.join(offline_command([str(codex_bin())], mock.unix_socket, mock.port))
+    wrapper.write_text(f'#!/bin/sh\nexec {inner} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
 
 
 @dataclass
@@ -40,9 +53,10 @@ class Codex:
     home: Path
     tmp: Path
     mock: MockOpenAI
+    bin_dir: Path  # `codex` there is offline_codex()
 
     def env(self) -> dict[str, str]:
-        path = os.pathsep.join([str(codex_bin().parent), str(Path(sys.executable).parent),
+        path = os.pathsep.join([str(self.bin_dir), str(Path(sys.executable).parent),
                                 os.environ.get("PATH", "")])  # fmt: skip
         return offline_env(self.home, self.tmp, {KEY_ENV: "not-a-real-key", "PATH": path})
 
@@ -69,7 +83,7 @@ class Codex:
 
         self.mock.script = script
         mode = ["--sandbox", sandbox] if sandbox else []  # "": the config's (a profile's)
-        cmd = [str(codex_bin()), "exec", "--json", *mode, "--cd", str(cwd), *extra,
+        cmd = [str(self.bin_dir / "codex"), "exec", "--json", *mode, "--cd", str(cwd), *extra,
                *(["resume", resume] if resume else []), "-"]  # fmt: skip
         proc = subprocess.run(cmd, input=prompt, env=self.env(), capture_output=True, text=True,
                               timeout=120, check=False)  # fmt: skip
@@ -94,7 +108,8 @@ def codex_fixture(tmp_path: Path) -> Iterator[Codex]:
     (home / ".profile").write_text(f'export PATH="{bin_dir}:$PATH"\n')
     with MockOpenAI(lambda turn: [message("done")]) as mock:
         codex_config(home, mock)
-        yield Codex(home, tmp_path / "codex-tmp", mock)
+        wrapper = offline_codex(tmp_path / "codex-bin", mock)
+        yield Codex(home, tmp_path / "codex-tmp", mock, wrapper.parent)
 
 
 # A minimal MCP server (stdio, one JSON-RPC message per line) with one write tool.

@@ -22,6 +22,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
+import socketserver
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -147,26 +151,45 @@ class MockOpenAI:
     errors: list[str] = field(default_factory=list)
     other: list[str] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
+    _unix: socketserver.UnixStreamServer | None = None
+    _dir: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def port(self) -> int:
+        """The loopback port."""
+        assert self._server is not None
+        return int(self._server.server_address[1])
 
     @property
     def base_url(self) -> str:
         """`http://127.0.0.1:PORT/v1`, what a Codex model provider's base_url names."""
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def unix_socket(self) -> str:
+        """The same API on a unix socket, for a client in a network namespace of its own
+        (clients.offline_command serves its 127.0.0.1:PORT from it)."""
+        return os.path.join(self._dir, "api.sock")
 
     def start(self) -> MockOpenAI:
-        """Listen on an ephemeral loopback port in a daemon thread."""
+        """Listen on an ephemeral loopback port and on a unix socket, in daemon threads."""
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._dir = tempfile.mkdtemp(prefix="mock-openai-")
+        self._unix = _UnixHTTPServer(self.unix_socket, _handler(self))
+        for server in (self._server, self._unix):
+            threading.Thread(target=server.serve_forever, daemon=True).start()
         return self
 
     def stop(self) -> None:
         """Stop listening."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        for server in (self._server, self._unix):
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> MockOpenAI:
         return self.start()
@@ -214,9 +237,16 @@ def sse(items: list[Item], response_id: str) -> bytes:
     return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
 
 
+class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
 def _handler(mock: MockOpenAI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        def address_string(self) -> str:  # a unix socket's peer has no host
+            return "local"
 
         def log_message(self, format: str, *args: Any) -> None:
             """Quiet: requests are in mock.turns."""

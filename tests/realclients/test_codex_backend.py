@@ -22,6 +22,7 @@ import pytest
 
 from conftest import Repo, git
 from realclients.clients import codex_bin
+from realclients.codex_runner import offline_codex
 from realclients.mock_openai import KEY_ENV, MockOpenAI, Turn, codex_config, message, shell
 from taskgate.agents.base import Mode, ResultStatus
 from taskgate.agents.invoke import invoke
@@ -76,9 +77,12 @@ def model(monkeypatch: pytest.MonkeyPatch, outside_tmp: Path) -> Iterator[tuple[
         yield script, mock
 
 
-def task_env(root: Path, sandbox: str) -> TaskEnv:
-    """Agents on the real codex; `sandbox` is taskgate's own ([agents] sandbox)."""
-    config = {"backend": "codex", "sandbox": sandbox, "codex": {"executable": str(codex_bin())}}
+def task_env(root: Path, sandbox: str, mock: MockOpenAI) -> TaskEnv:
+    """Agents on the real codex; `sandbox` is taskgate's own ([agents] sandbox). Without it,
+    codex runs in a network namespace of its own (offline_codex); inside taskgate's
+    bubblewrap no further namespace can be made, and codex reaches the mock on loopback."""
+    codex = offline_codex(root / "bin", mock) if sandbox == "none" else codex_bin()
+    config = {"backend": "codex", "sandbox": sandbox, "codex": {"executable": str(codex)}}
     env = make_task_env(root, config)
     Repo(env.ws.repo).ok("init")
     return env
@@ -94,7 +98,7 @@ def test_an_implementation_agent_commits_on_its_branch(
     outside_tmp: Path, model: tuple[Model, MockOpenAI], sandbox: str
 ) -> None:
     script, mock = model
-    env = task_env(outside_tmp, sandbox)
+    env = task_env(outside_tmp, sandbox, mock)
     script.commands = [
         "printf 'def slug(text):\\n    return text.lower()\\n' > slug.py && git add slug.py && "
         "git commit -q -m '[agent:quality] add slug' && git log --format=%s -1",
@@ -117,7 +121,7 @@ def test_what_the_agent_must_not_write_stays_read_only(
     the OS level, and the files, the store and the refs are as they were; under /tmp too,
     which Codex would make writable by default."""
     script, mock = model
-    env = task_env(outside_tmp if where == "outside /tmp" else tmp_path, "none")
+    env = task_env(outside_tmp if where == "outside /tmp" else tmp_path, "none", mock)
     repo = env.ws.repo
     store = repo / ".taskgate" / "state.db"
     other = env.worktree("test")
@@ -152,7 +156,7 @@ def test_a_requirements_agent_writes_its_report(
     """R-DOC-04: the report reaches the task directory although only the agent's private
     directory and worktree are writable; writing the real path directly fails."""
     _, mock = model
-    env = task_env(outside_tmp, "none")
+    env = task_env(outside_tmp, "none", mock)
     report = env.ws.report_path(TASK, "architect")
     text = "Security requirements.\n" + "Passwords are hashed with a salt; tokens expire.\n" * 4
 
@@ -180,7 +184,7 @@ def test_error_events_while_codex_retries_do_not_fail_a_run(
     a turn that then completes is the agent's answer, not an ERROR."""
     script, mock = model
     mock.drop_first = 1
-    env = task_env(outside_tmp, "none")
+    env = task_env(outside_tmp, "none", mock)
     settings = env.agents.settings("architect")
     retries = ["-c", "model_providers.taskgate-mock.request_max_retries=2",
                "-c", "model_providers.taskgate-mock.stream_max_retries=2"]  # fmt: skip

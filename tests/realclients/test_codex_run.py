@@ -13,14 +13,16 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import Repo, git
-from realclients.clients import codex_bin
+from conftest import SRC, Repo, Run, git
+from realclients.clients import codex_bin, offline_command
 from realclients.mock_openai import KEY_ENV, MockOpenAI, Turn, codex_config, message, shell
 from taskgate.agents.sandbox import choose
 from taskgate.orchestrator.demo import create_sample
@@ -171,7 +173,17 @@ def test_a_high_risk_task_reaches_cleanup_with_codex_agents(
         if hooks:
             on_path = {"PATH": f"{codex_bin().parent}{os.pathsep}{os.environ['PATH']}"}
             repo.ok("hooks", "install", "--client", "codex", env=on_path)
-        run = repo.run("run", TASK, "--yes", session="run")
+        # The whole run in a network namespace of its own, so nothing it starts reaches a
+        # network; not with taskgate's bubblewrap, which cannot mount /proc in there (it
+        # would fall back to unconfined): its agents share the network and reach the mock
+        # on loopback.
+        env = {**os.environ, "PYTHONPATH": str(SRC), "TASKGATE_SESSION": "run"}
+        cmd = [sys.executable, "-m", "taskgate", "run", TASK, "--yes"]
+        if sandbox == "none":
+            cmd = offline_command(cmd, mock.unix_socket, mock.port)
+        proc = subprocess.run(cmd, cwd=path, env=env, capture_output=True, text=True,
+                              timeout=600, check=False)  # fmt: skip
+    run = Run(proc.returncode, proc.stdout, proc.stderr)
     assert run.code == 0, f"{run.out}\n{run.err}\n{mock.errors}\n{mock.all_outputs()[:3]}"
     assert not mock.errors, mock.errors
     status = repo.ok("status", TASK, "--json", session="run").json()

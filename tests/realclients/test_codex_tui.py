@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import make_repo
-from realclients.clients import codex_bin, offline_env
+from realclients.clients import offline_env
+from realclients.codex_runner import offline_codex
 from realclients.mock_openai import (
     KEY_ENV,
     MockOpenAI,
@@ -75,7 +76,8 @@ def test_the_tui_shows_the_denial_and_nothing_is_written(terminal: None, tmp_pat
         config.write_text(
             config.read_text() + f'\n[projects."{repo.path}"]\ntrust_level = "trusted"\n'
         )
-        bins = f"{codex_bin().parent}{os.pathsep}{Path(sys.executable).parent}"
+        offline = offline_codex(tmp_path / "codex-bin", mock)  # codex without any network
+        bins = f"{offline.parent}{os.pathsep}{Path(sys.executable).parent}"
         env = offline_env(home, tmp_path / "tmp", {KEY_ENV: "not-a-real-key", "TERM": "xterm"})
         env["PATH"] = f"{bins}{os.pathsep}{env['PATH']}"
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "src")
@@ -85,7 +87,7 @@ def test_the_tui_shows_the_denial_and_nothing_is_written(terminal: None, tmp_pat
         )  # fmt: skip
         assert install.returncode == 0, install.stdout + install.stderr
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        codex = f"{codex_bin()} -p taskgate"  # the profile install wrote (the docs' flow)
+        codex = f"{offline} -p taskgate"  # the profile install wrote (the docs' flow)
         command = f"cd {shlex.quote(str(repo.path))} && exec env -i {exports} {codex}"
         tmux("new-session", "-d", "-s", SESSION, "-x", "200", "-y", "50", command)
         wait("the prompt", lambda: "Ask Codex to do anything" in screen())
