@@ -14,6 +14,7 @@ Run: python bench/realproject.py [scenario-substring]
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
@@ -32,28 +33,30 @@ SCENARIOS = [
         "broken test, fixed by its author",
         scenarios.test_a_broken_test_goes_to_the_agent_whose_code_broke_it,
         "fast-split",
-    ),  # noqa: E501
+    ),
     (
         "LOW task touching code (raised)",
         scenarios.test_a_low_task_touching_code_is_raised_and_validated,
         "doc-api",
-    ),  # noqa: E501
+    ),
     ("empty change (refused)", scenarios.test_an_empty_change_is_refused, "noop-task"),
     (
         "plain-words change request",
         scenarios.test_a_change_request_in_plain_words_reaches_the_agent,
         "sep-guard",
-    ),  # noqa: E501
+    ),
     (
         "build escalation, person's fix",
         scenarios.test_a_build_escalation_is_diagnosed_and_resumed,
         "pin-opts",
-    ),  # noqa: E501
+    ),
     (
         "missing agent executable",
-        scenarios.test_a_missing_agent_executable_stops_at_once,
+        functools.partial(
+            scenarios.test_a_missing_agent_executable_stops_at_once, broken="executable"
+        ),
         "add-snake",
-    ),  # noqa: E501
+    ),
 ]
 
 

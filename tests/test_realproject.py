@@ -251,15 +251,21 @@ def test_a_build_escalation_is_diagnosed_and_resumed(tmp_path: Path) -> None:
     assert audit.returncode == 0, audit.stdout  # the person's fix is no check 1.2 failure
 
 
-def test_a_missing_agent_executable_stops_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("broken", ["executable", "script"])
+def test_a_missing_agent_executable_stops_at_once(tmp_path: Path, broken: str) -> None:
+    """A missing executable (exit 127), or every agent failing identically (a wrong path in
+    the command): a configuration error, so no retries (issue 17: it was 4 x 5 attempts)."""
     scenario = {"add-snake": {"agents": {"quality": {"edits": {"strutil/case.py": SNAKE_CASE}}}}}
     repo = make_project(tmp_path, scenario, "# Tasks\n\n" + task_entry(
         "add-snake", "Add snake case", "strutil/case.py"))  # fmt: skip
     config = repo / "taskgate.toml"
     good = config.read_text()
-    config.write_text(
-        good.replace(f'command = ["{sys.executable}"', 'command = ["/nonexistent/agent"')
-    )
+    if broken == "executable":
+        bad = good.replace(f'command = ["{sys.executable}"', 'command = ["/nonexistent/agent"')
+    else:
+        bad = good.replace(str(tmp_path / "agent.py"), "/nonexistent/agent.py")
+    assert bad != good
+    config.write_text(bad)
     proc = taskgate(repo, "run", "add-snake", "--yes")
     assert proc.returncode == 4 and "not runnable" in proc.stderr
     assert "attempt 2" not in proc.stdout  # no retries of a missing executable

@@ -368,6 +368,12 @@ def recovery_hint(snap: TaskSnapshot) -> str:
     """R-CKP-18, D-REC-1 and D-INT-3: what a resuming session should do next, by state."""
     t = snap.task
     state = t.state
+    stop = t.extra.get("last_stop")
+    if isinstance(stop, dict) and stop.get("cause"):  # issue 17: a deliberate stop of run
+        return (
+            f"run stopped deliberately ({stop['cause']}): see 'taskgate recover {t.name}' for "
+            f"what to fix, then {stop.get('next') or f'taskgate run {t.name}'}"
+        )
     if state == State.SYNTHESIS.value:
         return _resume_synthesis(snap)
     if state == State.AWAITING_USER_APPROVAL.value:

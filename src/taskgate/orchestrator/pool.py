@@ -216,6 +216,10 @@ class AgentPool:
         """An agent that cannot even be started is a configuration error: retrying it changes
         nothing, so the person hears of it at the first attempt (issue 17)."""
         broken = {a: r for a, r in results.items() if not r.ok and r.exit_code == 127}
+        failed = [r for r in results.values() if not r.ok and r.exit_code not in (None, 0)]
+        same = len({r.reason for r in failed}) == 1
+        if not broken and len(failed) >= 2 and len(failed) == len(results) and same:
+            broken = dict(results)  # every agent crashed the same way: the command, not the work
         if not broken:
             return
         snap = self.engine.require_snapshot(self.task)
