@@ -178,6 +178,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             emit(args, data, _status_text(data))
         else:
             rows = all_status(engine)
+            if getattr(args, "json", False):  # the C encoder, the same bytes (issue 18)
+                from taskgate.cli.jsonout import dumps_records
+
+                print(dumps_records(rows))
+                return EXIT_OK
             lines = [
                 f"{r['task_name']}  {r['state']}"
                 + ("  (yours)" if r["owned_by_me"] else "")

@@ -2,22 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from taskgate.engine import views
-from taskgate.engine.checkpoints import recovery_hint  # R-CKP-18: one text for all faces
-from taskgate.engine.core import Engine
-from taskgate.engine.facts import task_path
-from taskgate.engine.flow import allowed_next
 from taskgate.errors import Corrupted
-from taskgate.protocol import confinement  # issue 14: how the agents ran
 from taskgate.store.base import StoreCorrupt
+
+if TYPE_CHECKING:
+    from taskgate.engine.checkpoints import recovery_hint
+    from taskgate.engine.core import Engine
 
 __all__ = ["all_status", "recovery_hint", "task_status"]
 
 
+def __getattr__(name: str) -> Any:
+    """`recovery_hint` (R-CKP-18: one text for all faces), imported when first asked for:
+    `status` over every task needs none of the engine's views (issue 18)."""
+    if name == "recovery_hint":
+        from taskgate.engine.checkpoints import recovery_hint
+
+        return recovery_hint
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def task_status(engine: Engine, task: str) -> dict[str, Any]:
     """The seeds' task.json shape plus agents, approvals, paths and what may come next."""
+    from taskgate.engine import views
+    from taskgate.engine.checkpoints import recovery_hint
+    from taskgate.engine.facts import task_path
+    from taskgate.engine.flow import allowed_next
+    from taskgate.protocol import confinement  # issue 14: how the agents ran
+
     snap = engine.require_snapshot(task)
     data = views.task_json(snap)
     data.pop("_note", None)
@@ -74,20 +88,20 @@ def all_status(engine: Engine) -> list[dict[str, Any]]:
     """One compact record per task, from a single query (cheap at 10,000 tasks)."""
     try:
         with engine.store.read() as tx:
-            rows = tx.tasks()
+            rows = tx.task_summaries()  # a projection: no full rows, one JSON column
     except StoreCorrupt as exc:
         raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
+    me = engine.session_id
     return [
         {
-            "task_name": r.name,
-            "state": r.state,
-            "session_id": r.session_id,
-            "owned_by_me": bool(engine.session_id) and r.session_id == engine.session_id
-            and not r.released,
-            "released": r.released,
-            "risk_level": r.risk_level,
-            "required_agents": list(r.required_agents),
-            "updated_at": r.updated_at,
+            "task_name": name,
+            "state": state,
+            "session_id": session,
+            "owned_by_me": bool(me) and session == me and released_at is None,
+            "released": released_at is not None,
+            "risk_level": risk,
+            "required_agents": agents,
+            "updated_at": updated,
         }
-        for r in rows
-    ]  # fmt: skip
+        for name, state, session, released_at, risk, agents, updated in rows
+    ]

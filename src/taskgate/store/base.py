@@ -29,6 +29,9 @@ class StoreCorrupt(Exception):
     """The store cannot be opened or holds rows that do not parse."""
 
 
+TaskSummary = tuple[str, str, str, "str | None", "str | None", list[str], str]
+
+
 class Tx(ABC):
     """One transaction: every protocol step's writes commit together or not at all."""
 
@@ -39,6 +42,15 @@ class Tx(ABC):
     @abstractmethod
     def tasks(self) -> list[TaskRow]:
         """All task rows, by name."""
+
+    def task_summaries(self) -> list[TaskSummary]:
+        """(name, state, session_id, lock_released_at, risk_level, required_agents,
+        updated_at) of every task, by name: what `status` lists (a projection, issue 18)."""
+        return [
+            (t.name, t.state, t.session_id, t.lock_released_at, t.risk_level,
+             list(t.required_agents), t.updated_at)
+            for t in self.tasks()
+        ]  # fmt: skip
 
     @abstractmethod
     def insert_task(self, row: TaskRow) -> bool:

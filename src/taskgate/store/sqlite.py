@@ -19,7 +19,7 @@ from taskgate import failpoints
 from taskgate.errors import SchemaDamaged, from_sqlite_error
 from taskgate.fsutil import atomic_write
 from taskgate.store import snapshot
-from taskgate.store.base import Conflict, Store, StoreCorrupt, Tx
+from taskgate.store.base import Conflict, Store, StoreCorrupt, TaskSummary, Tx
 from taskgate.store.records import (
     GENESIS_HASH,
     JSON,
@@ -103,6 +103,20 @@ class SqliteTx(Tx):
 
     def tasks(self) -> list[TaskRow]:
         return [self._task_from(r) for r in self._c.execute("SELECT * FROM tasks ORDER BY name")]
+
+    def task_summaries(self) -> list[TaskSummary]:
+        query = (
+            "SELECT name, state, session_id, lock_released_at, risk_level, required_agents, "
+            "updated_at FROM tasks ORDER BY name"
+        )
+        out: list[TaskSummary] = []
+        for r in self._c.execute(query):
+            try:
+                agents = json.loads(r[5])
+            except (ValueError, TypeError) as exc:
+                raise StoreCorrupt(f"task row {r[0]!r} does not parse: {exc}") from exc
+            out.append((r[0], r[1], r[2], r[3], r[4], agents, r[6]))
+        return out
 
     def insert_task(self, row: TaskRow) -> bool:
         values = [

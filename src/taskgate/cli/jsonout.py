@@ -1,0 +1,56 @@
+"""`--json` output of long record lists through the C encoder (issue 18).
+
+`json.dumps(indent=2)` falls back to the pure-Python encoder: at 10,000 tasks that is most of
+`taskgate status --json`. `dumps_records` writes the same bytes as
+`json.dumps(rows, indent=2, sort_keys=True, default=str)` for a list of flat records (values:
+str, int, float, bool, None, or a list of those), each scalar through the C encoder; anything
+else goes to `json.dumps` unchanged. tests/test_jsonout.py checks the bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+_SCALARS = (str, int, float, bool, type(None))
+_scalar = json.JSONEncoder(sort_keys=True).encode  # C-accelerated for scalars
+
+
+def _flat(rows: Sequence[Any]) -> bool:
+    for row in rows:
+        if type(row) is not dict:
+            return False
+        for key, value in row.items():
+            if type(key) is not str:
+                return False
+            if isinstance(value, list):
+                if not all(isinstance(v, _SCALARS) for v in value):
+                    return False
+            elif not isinstance(value, _SCALARS):
+                return False
+    return True
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        return "[\n      " + ",\n      ".join(map(_scalar, value)) + "\n    ]"
+    return _scalar(value)
+
+
+def dumps_records(rows: Sequence[Any]) -> str:
+    """Byte-identical to json.dumps(rows, indent=2, sort_keys=True, default=str)."""
+    if not isinstance(rows, list) or not _flat(rows):
+        return json.dumps(rows, indent=2, sort_keys=True, default=str)
+    if not rows:
+        return "[]"
+    parts = []
+    for row in rows:
+        if not row:
+            parts.append("{}")
+            continue
+        fields = ",\n    ".join(f"{_scalar(k)}: {_value(row[k])}" for k in sorted(row))
+        parts.append("{\n    " + fields + "\n  }")
+    return "[\n  " + ",\n  ".join(parts) + "\n]"
