@@ -243,3 +243,16 @@ def _events(repo: Repo, kind: str) -> list[dict[str, object]]:
         return [json.loads(r[0]) for r in rows]
     finally:
         con.close()
+
+
+def test_an_agent_with_files_left_behind_is_not_complete(brepo: Repo) -> None:
+    to_implementation(brepo, TASK)
+    worktree = brepo.task_dir(TASK) / "agents" / "quality" / "code"
+    (worktree / "__pycache__").mkdir()
+    (worktree / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")  # a cache: fine
+    (worktree / "login.py").write_text("def login(): ...\n")  # work that would be lost
+    refused = brepo.run("agent", "set", TASK, "quality", "COMPLETE", "--done")
+    assert refused.code == 1 and "R-TRN-14" in refused.err and "login.py" in refused.err
+    assert "__pycache__" not in refused.err
+    (worktree / "login.py").unlink()
+    brepo.ok("agent", "set", TASK, "quality", "COMPLETE", "--done", "--no-change", "n/a")

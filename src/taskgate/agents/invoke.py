@@ -37,6 +37,7 @@ from taskgate.fsutil import atomic_write, file_size, read_text
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git, split_z
 from taskgate.protocol import taskmd
+from taskgate.protocol.substance import is_cache_path
 from taskgate.protocol.todo import TodoTask
 from taskgate.protocol.violations import Violation
 
@@ -209,18 +210,6 @@ def _check(request: AgentRequest, result: AgentResult, before: str | None) -> Ag
                 'your part, or answer "no_change": "<why nothing needs changing>"'
             )
     return result
-
-
-# Caches that running a project's tests leaves in a worktree; never an agent's work.
-_CACHE_PARTS = frozenset(
-    {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox"}
-)
-
-
-def is_cache_path(path: str) -> bool:
-    """True for tool caches (``__pycache__/``, ``.pytest_cache/``, ``*.pyc``) in a worktree."""
-    parts = path.rstrip("/").split("/")
-    return bool(_CACHE_PARTS.intersection(parts)) or path.endswith((".pyc", ".pyo"))
 
 
 def _tagged_commits(request: AgentRequest) -> int:

@@ -16,6 +16,7 @@ from taskgate.protocol import taskmd
 from taskgate.protocol.agents import UnknownAgentError, canonical_agent, check_agent_addition
 from taskgate.protocol.partial import AgentState, PartialReport, detect
 from taskgate.protocol.states import AgentStatus, Decision, State
+from taskgate.protocol.substance import is_cache_path
 from taskgate.protocol.violations import Violation
 from taskgate.store.base import Tx
 from taskgate.store.records import AgentRow, TaskSnapshot, VerdictRow
@@ -77,6 +78,8 @@ def set_status(
                 hint="move the task to the phase first",
             )
         report = engine.ws.report_path(task, agent)
+        if state is State.IMPLEMENTATION and status is AgentStatus.COMPLETE:
+            _refuse_left_behind(engine, task, agent)
         if state is State.REQUIREMENTS and status is AgentStatus.COMPLETE:
             problem = taskmd.report_problem(file_size(report))
             if problem:  # R-DOC-05: an empty or missing report is a failure, never "none"
@@ -134,6 +137,22 @@ def set_status(
         return new
 
     return engine.step(task, body)
+
+
+def _refuse_left_behind(engine: Engine, task: str, agent: str) -> None:
+    """R-TRN-14: work left uncommitted or untracked in the agent's worktree never reaches T,
+    so an agent with such files is not COMPLETE (tool caches such as __pycache__ aside)."""
+    worktree = engine.ws.agent_worktree(task, agent)
+    if not gitrepo.is_worktree(worktree):
+        return
+    left = [p for p in gitrepo.dirty_files(worktree) if not is_cache_path(p)]
+    if left:
+        raise Refused(
+            f"{agent} cannot be COMPLETE: {len(left)} uncommitted or untracked file(s) in its "
+            f"worktree: {', '.join(sorted(left)[:5])}",
+            [Violation("R-TRN-14", "an agent's work reaches the task branch only as commits")],
+            hint=f"commit them in {worktree} with '[agent:{agent}] …', or remove them",
+        )
 
 
 def verdict(

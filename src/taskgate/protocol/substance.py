@@ -86,3 +86,15 @@ def validated_change(f: TaskFacts) -> list[Violation]:
             f"raise the risk (taskgate classify {f.task} --raise) so VALIDATION runs",
         )
     ]
+
+
+# Caches that running a project's tests leaves in a worktree; never an agent's work.
+_CACHE_PARTS = frozenset(
+    {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox"}
+)
+
+
+def is_cache_path(path: str) -> bool:
+    """True for tool caches (``__pycache__/``, ``.pytest_cache/``, ``*.pyc``) in a worktree."""
+    parts = path.rstrip("/").split("/")
+    return bool(_CACHE_PARTS.intersection(parts)) or path.endswith((".pyc", ".pyo"))
