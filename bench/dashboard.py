@@ -223,13 +223,18 @@ def latency(server: Served, repo: Path, task: str, runs: int) -> str:
     )
 
 
-def cold_board(server: Served, repo: Path, task: str, runs: int) -> str:
-    """The board right after a store change (the cache cannot answer)."""
+def cold_board(server: Served, repo: Path, task: str, runs: int, *, todo_md: bool = False) -> str:
+    """The board right after a store change (a started task moved: the page cache cannot
+    answer), or after an edit of todo.md (availability is computed again too)."""
     engine = Engine(find_workspace(repo), session_id="bench", cwd=repo)
     samples = []
     cpu = 0.0
-    for _ in range(runs):
-        engine.step(task, lambda tx, snap: engine.touch(tx, snap))
+    for i in range(runs):
+        if todo_md:
+            with (repo / "todo.md").open("a", encoding="utf-8") as handle:
+                handle.write(f"\n<!-- edit {i} -->\n")
+        else:
+            engine.step(task, lambda tx, snap: engine.touch(tx, snap))
         time.sleep(0.1)  # let the watcher see it
         before = server.cpu_s()
         samples.append(server.get("/"))
@@ -290,7 +295,9 @@ def main() -> int:
     try:
         idle = server.rss_kib()
         print(f"taskgate serve idle: RSS {idle / 1024:.1f} MiB")
-        print(f"board, {count} tasks, after a change: {cold_board(server, repo, big, runs)}")
+        print(f"board, {count} tasks, after a task's step: {cold_board(server, repo, big, runs)}")
+        edited = cold_board(server, repo, big, runs, todo_md=True)
+        print(f"board, {count} tasks, after a todo.md edit: {edited}")
         print(f"board, {count} tasks, unchanged (cached): {timing(server, '/', runs)}")
         print(f"board JSON, {count} tasks: {timing(server, '/api/board', runs)}")
         print(f"task page, {events} events: {timing(server, f'/tasks/{big}', runs)}")

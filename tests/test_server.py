@@ -375,3 +375,28 @@ def test_a_change_approved_in_the_dashboard_completes(brepo: Repo, tmp_path: Pat
     status = _status(brepo)
     assert status["state"] == "COMPLETE"
     assert [a["provenance"] for a in status["approvals"] if a["kind"] == "changes"] == ["dashboard"]
+
+
+def test_board_follows_todo_md_and_the_changelog(repo: Repo, tmp_path: Path) -> None:
+    """The board's caches never hide a change of todo.md, changelog.md or the store."""
+    from flow import to_requirements
+
+    with dashboard(repo.path, tmp_path / "st") as d:
+
+        def cards() -> dict[str, dict]:  # type: ignore[type-arg]
+            board = d.client.get("/api/board").json()
+            return {t["task"]: t for c in board["columns"] for t in c["tasks"]}
+
+        assert cards()["needs-login"]["availability"] == "blocked"
+        todo = repo.path / "todo.md"
+        todo.write_text(todo.read_text() + "\n## late-task: Added later\n- Purpose: p\n"
+                        "- Scope: s\n- Components: c\n")  # fmt: skip
+        assert cards()["late-task"]["availability"] == "available"
+        to_requirements(repo, TASK)
+        assert cards()[TASK]["state"] == "REQUIREMENTS"
+        (repo.path / "changelog.md").write_text("# Changelog\n\n## add-login: done\n")
+        assert cards()["needs-login"]["availability"] == "available"
+        todo.write_text("# Tasks\n\n## a: x\n## a: again\n")
+        board = d.client.get("/api/board").json()
+        assert board["todo_error"] and TASK in {t["task"] for c in board["columns"]
+                                                for t in c["tasks"]}  # fmt: skip

@@ -191,7 +191,7 @@ def test_bench_script_runs_small() -> None:
                             cwd=bench, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     for expected in (
-        "board, 30 tasks, after a change",
+        "board, 30 tasks, after a todo.md edit",
         "task page, 40 events",
         "commit -> SSE event",
         "run --all --yes over 2 tasks (exit 0, 2 done)",

@@ -7,15 +7,17 @@ read transaction gives the started tasks (no torn reads); todo.md adds the rest.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from taskgate.engine.core import Engine
-from taskgate.engine.lifecycle import availability
+from taskgate.engine.lifecycle import TaskAvailability, availability
 from taskgate.errors import Corrupted, UsageError
 from taskgate.protocol.states import State
 from taskgate.store.base import StoreCorrupt
 from taskgate.store.records import AgentRow, TaskRow
 
+_DONE_STATES = (State.COMPLETE.value, State.CLEANUP.value)
 NOT_STARTED = "NOT_STARTED"
 UNREADABLE = "UNREADABLE"  # a state the store holds that is none of the 11 (R-TRN-01)
 COLUMNS = (NOT_STARTED, *(s.value for s in State))
@@ -77,6 +79,9 @@ class CardCache:
 
     def __init__(self) -> None:
         self._cards: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._todo_key: object = None
+        self._todo: tuple[list[TaskAvailability], str] = ([], "")
+        self.rows_key: object = None  # which tasks are started, and which of them are done
 
     def read(self, engine: Engine) -> dict[str, dict[str, Any]]:
         """Every started task's card, reading agents and approvals only for changed tasks."""
@@ -96,17 +101,45 @@ class CardCache:
         except StoreCorrupt as exc:
             raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
         self._cards = fresh
+        self.rows_key = (
+            frozenset(fresh),
+            frozenset(r.name for r in rows if r.state in _DONE_STATES),
+        )
         return {name: dict(card) for name, (_, card) in fresh.items()}
+
+    def availability(self, engine: Engine) -> tuple[list[TaskAvailability], str]:
+        """`taskgate todo`'s rows and todo.md's error, computed again only when their inputs
+        for not-started tasks changed: todo.md, changelog.md, the task directories, which
+        tasks are started and which are done. A `run` moving started tasks changes none."""
+        ws = engine.ws
+        key = (
+            _file_key(ws.todo_path),
+            _file_key(ws.changelog_path),
+            _file_key(ws.tasks_root),
+            self.rows_key,
+        )
+        if key != self._todo_key or self.rows_key is None:
+            try:
+                self._todo = (availability(engine), "")
+            except UsageError as exc:  # a broken todo.md must not take the board down
+                self._todo = ([], f"{exc.message} ({exc.hint})" if exc.hint else exc.message)
+            self._todo_key = key
+        return self._todo
+
+
+def _file_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def build(engine: Engine, cache: CardCache | None = None) -> dict[str, Any]:
     """The board as plain data (the page and `/api/board` share it)."""
-    tasks = (cache or CardCache()).read(engine)
-    todo_error = ""
-    try:
-        todo = availability(engine)
-    except UsageError as exc:  # a broken todo.md must not take the board down
-        todo, todo_error = [], f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+    cards = cache or CardCache()
+    tasks = cards.read(engine)
+    todo, todo_error = cards.availability(engine)
     order: list[str] = []
     for item in todo:
         order.append(item.name)
