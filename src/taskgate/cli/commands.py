@@ -85,6 +85,11 @@ def cmd_todo(args: argparse.Namespace) -> int:
             }
             for i in items
         ]
+        if getattr(args, "json", False):  # the C encoder, the same bytes (issue 18)
+            from taskgate.cli.jsonout import dumps_records
+
+            print(dumps_records(data))
+            return EXIT_OK
         width = max((len(i.name) for i in items), default=4)
         lines = [f"{i.name:<{width}}  {i.availability.value:<10}  {i.message}" for i in items]
         emit(args, data, "\n".join(lines) or "todo.md lists no tasks")
