@@ -331,11 +331,6 @@ def _path(entry: str) -> str:
 # -- the hook side ---------------------------------------------------------------------------
 
 
-def watched(layout: Layout, session: str) -> bool:
-    """True when PreToolUse must look at the session's task: no baseline (or marker) yet."""
-    return not os.path.exists(baseline_path(layout.state_dir, session))
-
-
 def before_tool(layout: Layout, actor: Actor, session: str) -> None:
     """PreToolUse of a session holding a task: make sure its baseline exists. From then on
     every taskgate step keeps it current (hooks/quarantine.py after_step)."""

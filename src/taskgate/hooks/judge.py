@@ -1,11 +1,13 @@
 """The PreToolUse verdict on one tool call (issues 7 and 15): every tool is judged.
 
-Bash through the analyser (hooks/shell.py, bashrules.py); Write/Edit/NotebookEdit, MCP tools
-and any tool whose input names a path by the places those paths are in (hooks/policy.py); an
-MCP tool whose name says it reads is allowed (the effect check stands behind it). The
-repository is the hook cwd's, else the project's (CLAUDE_PROJECT_DIR), else that of a path the
-call names, else the one where this session holds its task: a cwd outside the repository never
-switches the rules off.
+Bash through the analyser (hooks/shell.py), its line judged below (`check_bash`); Write, Edit,
+NotebookEdit, MCP tools and any tool whose input names a path by the places those paths are in
+(hooks/policy.py); an MCP tool whose name says it reads is allowed (the effect check stands
+behind it). The repository is the hook cwd's, else the project's (CLAUDE_PROJECT_DIR), else
+that of a path the call names, else the one where this session holds its task: a cwd outside
+the repository never switches the rules off. Where the actor is the main agent and may not
+write its task's worktree (`guarded`), a program that may write anything, a line not fully
+analysed or over the analyser's budget is refused too, with what to do instead.
 """
 
 from __future__ import annotations
@@ -13,12 +15,26 @@ from __future__ import annotations
 import os
 
 from taskgate.hooks.dispatch import AGENT_TOOLS, READ_ONLY, WRITE_TOOLS, BadInput
+from taskgate.hooks.policy import (
+    ALLOW,
+    PROTECTED_MARKERS,
+    Actor,
+    Layout,
+    Verdict,
+    _inside,
+    _main_write,
+    check_command,
+    check_write,
+    deny,
+    forbids_main_writes,
+    place,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from taskgate.hooks.policy import Verdict
+    from taskgate.hooks.shell import Analysis
 
 
 # (layout, actor) of the last judged call when the effect check applies to it.
@@ -91,7 +107,6 @@ def judge(data: dict[str, Any]) -> Verdict:
     agent = data.get("agent_type") or ""
     agent = agent if isinstance(agent, str) else ""
     if tool == "Bash":
-        from taskgate.hooks.bashrules import check_bash
         from taskgate.hooks.shell import analyse
 
         command = tool_input.get("command")
@@ -179,9 +194,9 @@ def _layout(data: dict[str, Any], places: list[str]) -> tuple[Any, bool] | None:
         return layout, True
     candidates = [os.environ.get("CLAUDE_PROJECT_DIR", ""), *places]
     candidates.append(session_repo(data["session_id"]) or "")
-    for place in candidates:
-        if place:
-            start = place if os.path.isdir(place) else os.path.dirname(place)
+    for where in candidates:
+        if where:
+            start = where if os.path.isdir(where) else os.path.dirname(where)
             layout = load_layout(start) if start and os.path.isdir(start) else None
             if layout is not None:
                 return layout, False
@@ -198,16 +213,157 @@ def _actor(layout: Any, data: dict[str, Any], agent: str) -> Any:
 
 
 def _watched(layout: Any, data: dict[str, Any]) -> bool:
-    """Whether this session's main agent is under the effect check: then every call needs
-    the store, so that PreToolUse can leave a baseline (the flag file is effects.py's)."""
+    """Whether PreToolUse must read the session's task: its effect-check baseline
+    (hooks/effects.py baseline_path) does not exist yet. Checked here without importing
+    effects.py: this is the fast path of every call."""
     if data.get("agent_type"):
         return False
-    from taskgate.hooks.effects import watched
+    from taskgate.hooks.context import safe_name
 
-    return watched(layout, data["session_id"])
+    name = safe_name(data["session_id"]) + ".json"
+    return not os.path.exists(os.path.join(layout.state_dir, "effects", name))
 
 
 def _remember(verdict: Verdict, layout: Any, actor: Any) -> None:
     _WATCH.clear()
     if verdict.allow and not actor.agent and actor.task is not None:
         _WATCH.append((layout, actor))
+
+
+# -- Bash: judging a line from its analysis (hooks/shell.py) ------------------------------
+
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from taskgate.hooks.shell import Analysis
+
+
+def guarded(actor: Actor) -> bool:
+    """True when the actor is the main agent in a state where it may not write its task's
+    worktree: programs that may write anything are denied (issue 15)."""
+    return not actor.agent and forbids_main_writes(actor.task)
+
+
+def _guard_denial(actor: Actor, what: str, hint: str) -> Verdict:
+    t = actor.task
+    assert t is not None
+    rule = _main_write("", "task-worktree", t).rule
+    return deny(
+        rule,
+        f"{what}; in {t.state} the main agent may not change the task's files "
+        f"(task '{t.name}'). {hint}",
+    )
+
+
+_READ_HINT = (
+    "Use read-only commands (git status/log/diff, grep, cat, pytest, make -n: the read list is "
+    "in docs/hooks.md) or delegate the change to a stakeholder agent"
+)
+
+
+def check_bash(analysis: Analysis, text: str, layout: Layout, actor: Actor) -> Verdict:
+    """Judge a Bash command line from its analysis (shell.analyse)."""
+    if analysis.budget:
+        if _mentions_protected(text, layout) or guarded(actor):
+            return deny(
+                "R-REC-14",
+                f"{analysis.budget}; split it into smaller commands (nothing was run)",
+            )
+        return ALLOW
+    for command in analysis.commands:
+        verdict = check_command(command, layout, actor)
+        if not verdict.allow:
+            return verdict
+    for path in sorted(analysis.writes):
+        verdict = check_write(path, layout, actor)
+        if verdict.allow:
+            verdict = _hard_link(path, layout, actor)
+        if not verdict.allow:
+            return verdict
+    for directory in sorted(analysis.dir_writes):
+        verdict = _check_dir_write(directory, layout, actor)
+        if not verdict.allow:
+            return verdict
+    for tree in sorted(analysis.tree_writes):
+        verdict = check_write(os.path.join(tree, "-"), layout, actor)  # git keeps to tracked files
+        if not verdict.allow:
+            return verdict
+    for target in sorted(analysis.link_targets):
+        if place(os.path.realpath(target), layout)[0] in ("store", "config", "git"):
+            return deny(
+                "R-LCK-09",
+                f"a link to {target} would let later writes reach "
+                "taskgate's files; read them directly or use the taskgate CLI",
+            )
+        if guarded(actor) and not check_write(target, layout, actor).allow:
+            return _guard_denial(actor, f"a link to {target} would let writes reach it", _READ_HINT)
+    for code in analysis.opaque:
+        if _mentions_protected(code, layout):
+            return deny(
+                "R-LCK-09",
+                "code that names taskgate's files counts as a write to the store; use the "
+                "taskgate CLI (taskgate status / transition)",
+            )
+    for path, source in analysis.scripts:
+        if _mentions_protected(source, layout):
+            return deny(
+                "R-LCK-09",
+                f"the script {path} names taskgate's files, so running it counts as a write "
+                "to the store; change task state only through the taskgate CLI",
+            )
+    if analysis.unbounded and guarded(actor):
+        return _guard_denial(actor, f"{analysis.unbounded[0]}, so it may write files", _READ_HINT)
+    if not analysis.complete:
+        if _mentions_protected(text, layout):
+            return deny(
+                "R-LCK-09",
+                "this command cannot be fully analysed ("
+                f"{analysis.problems[0]}) and names taskgate's files; use the taskgate "
+                "CLI to change task state",
+            )
+        if guarded(actor):
+            return _guard_denial(
+                actor,
+                f"this command cannot be fully analysed ({analysis.problems[0]})",
+                "Spell the paths out, or delegate to a stakeholder agent",
+            )
+    return ALLOW
+
+
+def _hard_link(path: str, layout: Layout, actor: Actor) -> Verdict:
+    """A file with several names may be a hard link to a protected file."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return ALLOW
+    if st.st_nlink < 2 or not os.path.isfile(path):
+        return ALLOW
+    try:
+        db = os.stat(os.path.join(layout.state_dir, "state.db"))
+        protected = (st.st_dev, st.st_ino) == (db.st_dev, db.st_ino)
+    except OSError:
+        protected = False
+    if protected:
+        return deny("R-LCK-09", f"{path} is a hard link to taskgate's store")
+    if guarded(actor):
+        return _guard_denial(
+            actor, f"{path} has {st.st_nlink} names (a hard link may reach a protected file)",
+            _READ_HINT,
+        )  # fmt: skip
+    return ALLOW
+
+
+def _check_dir_write(directory: str, layout: Layout, actor: Actor) -> Verdict:
+    real = os.path.realpath(directory)
+    for protected in (layout.state_dir, layout.common_dir):
+        if _inside(protected, real):
+            return deny(
+                "R-LCK-09",
+                f"this command may delete or change files anywhere below "
+                f"{real}, which holds taskgate's store or git's state; narrow it",
+            )
+    return check_write(os.path.join(real, "-"), layout, actor)
+
+
+def _mentions_protected(text: str, layout: Layout) -> bool:
+    return any(m in text for m in PROTECTED_MARKERS) or layout.state_dir in text

@@ -52,7 +52,19 @@ def layout_of(engine: Engine) -> Layout:
 
 def before_step(engine: Engine, task: str) -> None:
     """First step of a command on `task`: compare the baseline, quarantine what changed.
-    Only sessions the hooks watch have a baseline (PreToolUse makes it)."""
+    Only sessions the hooks watch have a baseline (PreToolUse makes it). Without git or with
+    an unreadable worktree there is nothing to compare: the command goes on."""
+    with contextlib.suppress(OSError):
+        _before_step(engine, task)
+
+
+def after_step(engine: Engine, task: str) -> None:
+    """After a committed step: taskgate's own work is the new baseline of a watched session."""
+    with contextlib.suppress(OSError):  # the next comparison takes a baseline again
+        _after_step(engine, task)
+
+
+def _before_step(engine: Engine, task: str) -> None:
     seen: set[str] = vars(engine).setdefault("_effects_seen", set())
     if task in seen:
         return
@@ -71,8 +83,7 @@ def before_step(engine: Engine, task: str) -> None:
         enforce(engine, layout, base, path, changes, {"source": "taskgate command"})
 
 
-def after_step(engine: Engine, task: str) -> None:
-    """After a committed step: taskgate's own work is the new baseline of a watched session."""
+def _after_step(engine: Engine, task: str) -> None:
     vars(engine).setdefault("_effects_seen", set()).add(task)
     with engine.store.read() as tx:
         row = tx.task(task)
