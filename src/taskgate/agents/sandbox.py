@@ -62,6 +62,7 @@ HOME_COPIES = (
     ".codex/auth.json",
 )
 _SOCKETS = ("/run/docker.sock", "/var/run/docker.sock")
+_DROPPED_ENV = ("DBUS_SESSION_BUS_ADDRESS", "SSH_AUTH_SOCK")  # their sockets are hidden
 _MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 
 
@@ -189,15 +190,25 @@ def confine(
     outside the worktree, `writable_dirs` directories it writes in place (a backend's own
     private directory). The private copies are removed when the block ends."""
     scratch = Path(tempfile.mkdtemp(prefix="taskgate-sandbox-", dir=_scratch_root()))
+    spec = _Spec(tuple(cmd), env, worktree.resolve(), branch, tuple(outputs), tuple(readable),
+                 tuple(writable_dirs))  # fmt: skip
     try:
-        jail = _build(bwrap, cmd, env, worktree, branch, outputs, readable, scratch)
-        for directory in writable_dirs:
-            if directory.is_dir():  # after the shadows, before the command
-                at = jail.argv.index("--chdir")
-                jail.argv[at:at] = ["--bind", str(directory), str(directory)]
-        yield jail
+        yield _build(bwrap, spec, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """What `confine` was asked for."""
+
+    cmd: tuple[str, ...]
+    env: Mapping[str, str]
+    worktree: Path
+    branch: str
+    outputs: tuple[Path, ...]
+    readable: tuple[Path, ...]
+    writable_dirs: tuple[Path, ...]
 
 
 def _scratch_root() -> str | None:
@@ -207,20 +218,46 @@ def _scratch_root() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
 
 
-def _build(
-    bwrap: str,
-    cmd: Sequence[str],
-    env: Mapping[str, str],
-    worktree: Path,
-    branch: str,
-    outputs: Sequence[Path],
-    readable: Sequence[Path],
-    scratch: Path,
-) -> Jail:
-    worktree = worktree.resolve()
+def _build(bwrap: str, spec: _Spec, scratch: Path) -> Jail:
+    """The argument list, in mount order: read-only root, private places, what must stay
+    readable under them, the private copies, the worktree, the git shadow."""
+    worktree = spec.worktree
     args: list[str] = [bwrap, *_FLAGS, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    hidden, private = _private_places(spec.env, scratch)
+    args += private
+    shadow = prepare(worktree, spec.branch, scratch)
+    needed = [
+        shadow.common.parent,
+        worktree,
+        *(o.parent for o in spec.outputs),
+        *spec.readable,
+        *_program_paths(spec.cmd, spec.env),
+    ]
+    for path in _reexpose(needed, hidden):
+        args += ["--ro-bind", str(path), str(path)]
+    shadowed = _shadow_dirs(spec.outputs, worktree, scratch)
+    for item in shadowed:
+        args += ["--bind", str(item.copy), str(item.real)]
+        for name in sorted(item.mounted):  # -try: an engine temp file may be gone by now
+            args += ["--ro-bind-try", str(item.real / name), str(item.real / name)]
+    args += ["--bind", str(worktree), str(worktree)]
+    if (worktree / ".git").is_file():
+        args += ["--ro-bind", str(worktree / ".git"), str(worktree / ".git")]
+    for directory in spec.writable_dirs:
+        if directory.is_dir():
+            args += ["--bind", str(directory), str(directory)]
+    args += _mount_args(shadow.mounts)
+    args += ["--chdir", str(worktree), "--", *spec.cmd]
+    inner = {k: v for k, v in spec.env.items() if k not in _DROPPED_ENV}
+    inner.update({"TMPDIR": "/tmp", "TASKGATE_SANDBOX": "bwrap"})
+    return Jail(args, inner, shadow, shadowed)
+
+
+def _private_places(env: Mapping[str, str], scratch: Path) -> tuple[list[Path], list[str]]:
+    """(the directories hidden behind private ones, their mounts): /tmp, the runtime dir with
+    the user's sockets, the docker socket, $HOME (a private copy of the client config)."""
     hidden = [Path("/tmp")]
-    args += ["--tmpfs", "/tmp"]
+    args = ["--tmpfs", "/tmp"]
     runtime = env.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
     if os.path.isdir(runtime):
         hidden.append(Path(runtime))
@@ -234,29 +271,7 @@ def _build(
         _fill_home(Path(home), private_home)
         hidden.append(Path(home).resolve())
         args += ["--bind", str(private_home), str(Path(home).resolve())]
-    shadow = prepare(worktree, branch, scratch)
-    needed = [
-        shadow.common.parent,
-        worktree,
-        *(o.parent for o in outputs),
-        *readable,
-        *_program_paths(cmd, env),
-    ]
-    for path in _reexpose(needed, hidden):
-        args += ["--ro-bind", str(path), str(path)]
-    shadowed = _shadow_dirs(outputs, worktree, scratch)
-    for item in shadowed:
-        args += ["--bind", str(item.copy), str(item.real)]
-        for name in sorted(item.mounted):  # -try: an engine temp file may be gone by now
-            args += ["--ro-bind-try", str(item.real / name), str(item.real / name)]
-    args += ["--bind", str(worktree), str(worktree)]
-    if (worktree / ".git").is_file():
-        args += ["--ro-bind", str(worktree / ".git"), str(worktree / ".git")]
-    args += _mount_args(shadow.mounts)
-    args += ["--chdir", str(worktree), "--", *cmd]
-    inner = {k: v for k, v in env.items() if k not in ("DBUS_SESSION_BUS_ADDRESS", "SSH_AUTH_SOCK")}
-    inner.update({"TMPDIR": "/tmp", "TASKGATE_SANDBOX": "bwrap"})
-    return Jail(args, inner, shadow, shadowed)
+    return hidden, args
 
 
 def _mount_args(mounts: Sequence[Mount]) -> list[str]:
