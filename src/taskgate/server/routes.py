@@ -55,37 +55,37 @@ _FLASH = {
 _log_lock = threading.Lock()
 
 
-def _server(request: Request) -> Server:
+def server_of(request: Request) -> Server:
     server: Server = request.app.state.server
     return server
 
 
-def _session(request: Request) -> Session | None:
-    return _server(request).gate.session(request.cookies.get(COOKIE))
+def session_of(request: Request) -> Session | None:
+    return server_of(request).gate.session(request.cookies.get(COOKIE))
 
 
-def _bearer_ok(request: Request) -> bool:
+def bearer_ok(request: Request) -> bool:
     """`Authorization: Bearer SECRET` for read-only /api/ calls from scripts."""
     auth = request.headers.get("authorization", "")
-    return auth.startswith("Bearer ") and matches(auth[7:].strip(), _server(request).gate.token)
+    return auth.startswith("Bearer ") and matches(auth[7:].strip(), server_of(request).gate.token)
 
 
-def _message(
+def message_page(
     title: str, text: str, hint: str = "", status: int = 200, refresh: str = ""
 ) -> HTMLResponse:
     html = pages.render("message.html", title=title, text=text, hint=hint, refresh=refresh)
     return HTMLResponse(html, status_code=status)
 
 
-def _login_needed(request: Request) -> Response:
+def login_needed(request: Request) -> Response:
     text = "This dashboard needs the login URL that 'taskgate serve' printed in your terminal."
     hint = "Run 'taskgate serve --url' in your own terminal to see it again."
     if request.url.path.startswith(("/api/", "/fragment/", "/events")):
         return JSONResponse({"ok": False, "error": text, "hint": hint}, status_code=401)
-    return _message("Log in from your terminal", text, hint, status=401)
+    return message_page("Log in from your terminal", text, hint, status=401)
 
 
-def _page(
+def render_page(
     request: Request, *, title: str, page: str, body: str, api: str = "", task_name: str = ""
 ) -> HTMLResponse:
     flash, kind = _FLASH.get(request.query_params.get("flash", ""), ("", ""))
@@ -96,18 +96,18 @@ def _page(
         body=Markup(body),
         api=api,
         task_name=task_name,
-        repo=str(_server(request).ctx.ws.repo),
+        repo=str(server_of(request).ctx.ws.repo),
         flash=flash,
         flash_kind=kind,
     )
     return HTMLResponse(html)
 
 
-def _authed(handler: Callable[[Request, Session], Response]) -> Callable[[Request], Response]:
+def authed(handler: Callable[[Request, Session], Response]) -> Callable[[Request], Response]:
     def endpoint(request: Request) -> Response:
-        session = _session(request)
+        session = session_of(request)
         if session is None:
-            return _login_needed(request)
+            return login_needed(request)
         return handler(request, session)
 
     return endpoint
@@ -118,15 +118,15 @@ def _authed(handler: Callable[[Request, Session], Response]) -> Callable[[Reques
 
 def login(request: Request) -> Response:
     """`/login?token=SECRET`: exchange the secret for a session cookie."""
-    session = _server(request).gate.login(request.query_params.get("token", ""))
+    session = server_of(request).gate.login(request.query_params.get("token", ""))
     if session is None:
-        return _message(
+        return message_page(
             "This login link is not valid",
             "The token does not match this server's secret (it may have been rotated).",
             "Use the URL that 'taskgate serve' printed in your terminal.",
             status=403,
         )
-    response = _message("Logged in", "Opening the board…", refresh="/")
+    response = message_page("Logged in", "Opening the board…", refresh="/")
     response.headers["set-cookie"] = cookie_header(session.sid)
     return response
 
@@ -156,24 +156,24 @@ def _board_parts(server: Server) -> tuple[dict[str, Any], str]:
 
 def board_page(request: Request, session: Session) -> Response:
     """The board."""
-    _, html = _board_parts(_server(request))
+    _, html = _board_parts(server_of(request))
     search = (  # outside the live sections: an update never takes what the person typed
         '<input id="filter" class="filter" type="search" placeholder="Filter tasks by name, '
         'title, owner or agent" aria-label="filter tasks">'
     )
-    return _page(request, title="Board", page="board", body=search + html, api="/api/board")
+    return render_page(request, title="Board", page="board", body=search + html, api="/api/board")
 
 
 def board_fragment(request: Request, session: Session) -> Response:
     """The board's sections, for the live update."""
-    return HTMLResponse(_board_parts(_server(request))[1])
+    return HTMLResponse(_board_parts(server_of(request))[1])
 
 
 def api_board(request: Request) -> Response:
     """`/api/board`: the board as JSON."""
-    if _session(request) is None and not _bearer_ok(request):
-        return _login_needed(request)
-    return JSONResponse(_board_parts(_server(request))[0])
+    if session_of(request) is None and not bearer_ok(request):
+        return login_needed(request)
+    return JSONResponse(_board_parts(server_of(request))[0])
 
 
 # -- task ----------------------------------------------------------------------------------------
@@ -237,18 +237,18 @@ def _task_html(server: Server, task: str, session: Session) -> str:
 
 
 def _usage_page(request: Request, exc: UsageError) -> Response:
-    return _message("Not found", exc.message, exc.hint or "", status=404)
+    return message_page("Not found", exc.message, exc.hint or "", status=404)
 
 
 def task_page(request: Request, session: Session) -> Response:
     """One task: checkpoint, timeline, plan, change, validation, reviews, audit, recovery."""
     task = request.path_params["task"]
     try:
-        html = _task_html(_server(request), task, session)
+        html = _task_html(server_of(request), task, session)
     except UsageError as exc:
         return _usage_page(request, exc)
     body = f'<div id="task" class="taskpage">{html}</div>'
-    return _page(
+    return render_page(
         request, title=task, page="task", body=body, api=f"/api/tasks/{quote(task)}", task_name=task
     )
 
@@ -256,17 +256,17 @@ def task_page(request: Request, session: Session) -> Response:
 def task_fragment(request: Request, session: Session) -> Response:
     """The task page's sections, for the live update."""
     try:
-        return HTMLResponse(_task_html(_server(request), request.path_params["task"], session))
+        return HTMLResponse(_task_html(server_of(request), request.path_params["task"], session))
     except UsageError as exc:
         return JSONResponse({"ok": False, "error": exc.message}, status_code=404)
 
 
 def api_task(request: Request) -> Response:
     """`/api/tasks/T`: the task's whole record as JSON."""
-    if _session(request) is None and not _bearer_ok(request):
-        return _login_needed(request)
+    if session_of(request) is None and not bearer_ok(request):
+        return login_needed(request)
     try:
-        rec, _, _ = _task_record(_server(request), request.path_params["task"])
+        rec, _, _ = _task_record(server_of(request), request.path_params["task"])
     except UsageError as exc:
         return JSONResponse({"ok": False, "error": exc.message, "hint": exc.hint}, 404)
     if rec is None:
@@ -279,7 +279,7 @@ def api_task(request: Request) -> Response:
 # -- the two checkpoint actions ------------------------------------------------------------------
 
 
-async def _form(request: Request) -> dict[str, str]:
+async def read_form(request: Request) -> dict[str, str]:
     if request.headers.get("content-type", "").split(";")[0].strip() != (
         "application/x-www-form-urlencoded"
     ):
@@ -293,7 +293,7 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v[0] for k, v in fields.items()}
 
 
-def _log(server: Server, entry: dict[str, Any]) -> None:
+def log_answer(server: Server, entry: dict[str, Any]) -> None:
     """Every answer received, accepted or refused, with its channel (0600 JSON lines)."""
     from taskgate.engine.clock import iso, system_clock
 
@@ -319,7 +319,7 @@ def _answer(request: Request, status: int, data: dict[str, Any], flash: str) -> 
     if "application/json" in request.headers.get("accept", ""):
         return JSONResponse(data, status_code=status)
     if status in (401, 403) and not data.get("ok"):
-        return _message(
+        return message_page(
             "Refused", str(data.get("error", "")), str(data.get("hint", "")), status=status
         )
     target = f"/tasks/{quote(request.path_params['task'])}?flash={flash}"
@@ -327,25 +327,25 @@ def _answer(request: Request, status: int, data: dict[str, Any], flash: str) -> 
 
 
 async def _act(request: Request, action: str) -> Response:
-    server = _server(request)
+    server = server_of(request)
     task = request.path_params["task"]
     remote = request.client.host if request.client else ""
     try:
-        form = await _form(request)
+        form = await read_form(request)
     except UsageError as exc:
         form = {"_error": exc.message}
     kind, bound, text = form.get("kind", ""), form.get("bound_to", ""), form.get("text", "")
     entry = dict(task=task, action=action, kind=kind, bound_to=bound, remote=remote, text=text)
     problem = form.get("_error", "") or post_problem(
         server.gate,
-        session=_session(request),
+        session=session_of(request),
         origin=request.headers.get("origin"),
         fetch_site=request.headers.get("sec-fetch-site"),
         csrf=form.get("csrf") or request.headers.get("x-csrf-token", ""),
     )
     if problem:
-        _log(server, actions.log_entry(**entry, outcome="refused", reason=problem))
-        status = 401 if _session(request) is None else 403
+        log_answer(server, actions.log_entry(**entry, outcome="refused", reason=problem))
+        status = 401 if session_of(request) is None else 403
         return _answer(
             request,
             status,
@@ -361,7 +361,7 @@ async def _act(request: Request, action: str) -> Response:
     try:
         outcome = await run_in_threadpool(server.ctx.writing, run)
     except TaskgateError as exc:
-        _log(server, actions.log_entry(**entry, outcome="refused", reason=exc.message))
+        log_answer(server, actions.log_entry(**entry, outcome="refused", reason=exc.message))
         data = {
             "ok": False,
             "error": exc.message,
@@ -369,7 +369,7 @@ async def _act(request: Request, action: str) -> Response:
             "violations": [v.render() for v in getattr(exc, "violations", ())],
         }
         return _answer(request, 409 if exc.exit_code == 1 else 400, data, "refused")
-    _log(server, actions.log_entry(**entry, outcome="accepted", reason=""))
+    log_answer(server, actions.log_entry(**entry, outcome="accepted", reason=""))
     return _answer(
         request, 200, outcome.to_json(), "approved" if action == "approve" else "changes"
     )
@@ -390,9 +390,9 @@ async def request_changes(request: Request) -> Response:
 
 async def events(request: Request) -> Response:
     """Server-sent events: one `change` per store change ({"v", "tasks"})."""
-    if _session(request) is None:
-        return _login_needed(request)
-    hub = _server(request).hub
+    if session_of(request) is None:
+        return login_needed(request)
+    hub = server_of(request).hub
     queue = hub.subscribe()
 
     async def stream() -> AsyncIterator[str]:
@@ -415,19 +415,15 @@ async def events(request: Request) -> Response:
     )
 
 
-def _post_only(request: Request) -> Response:
-    return JSONResponse({"ok": False, "error": "use POST (from the page's form)"}, 405)
-
-
 def dashboard_routes() -> list[BaseRoute]:
     """The dashboard's routes (app.build_app adds the other doors beside them)."""
     return [
         Route("/login", login),
         Route("/favicon.ico", lambda request: Response(status_code=204)),
-        Route("/", _authed(board_page)),
-        Route("/fragment/board", _authed(board_fragment)),
-        Route("/tasks/{task}", _authed(task_page)),
-        Route("/fragment/tasks/{task}", _authed(task_fragment)),
+        Route("/", authed(board_page)),
+        Route("/fragment/board", authed(board_fragment)),
+        Route("/tasks/{task}", authed(task_page)),
+        Route("/fragment/tasks/{task}", authed(task_fragment)),
         Route("/tasks/{task}/approve", approve, methods=["POST"]),
         Route("/tasks/{task}/request-changes", request_changes, methods=["POST"]),
         Route("/events", events),

@@ -14,52 +14,52 @@ from starlette.routing import BaseRoute, Route
 from taskgate.errors import TaskgateError, UsageError
 from taskgate.server import actions, pages, specs
 from taskgate.server.routes import (
-    _authed,
-    _bearer_ok,
-    _form,
-    _log,
-    _login_needed,
-    _message,
-    _page,
-    _server,
-    _session,
+    authed,
+    bearer_ok,
+    log_answer,
+    login_needed,
+    message_page,
+    read_form,
+    render_page,
+    server_of,
+    session_of,
 )
 from taskgate.server.security import Session, post_problem
 
 
 def specs_page(request: Request, session: Session) -> Response:
     """Every spec workflow."""
-    rows = specs.listing(_server(request).ctx.ws.repo)
+    rows = specs.listing(server_of(request).ctx.ws.repo)
     body = pages.render("specs.html", specs=rows)
-    return _page(request, title="Specs", page="specs", body=body, api="/api/specs")
+    return render_page(request, title="Specs", page="specs", body=body, api="/api/specs")
 
 
 def spec_page(request: Request, session: Session) -> Response:
     """One workflow with its pending questions."""
     feature = request.path_params["feature"]
     try:
-        data = specs.view(_server(request).ctx.ws.repo, feature)
+        data = specs.view(server_of(request).ctx.ws.repo, feature)
     except UsageError as exc:
-        return _message("Not found", exc.message, exc.hint or "", status=404)
+        return message_page("Not found", exc.message, exc.hint or "", status=404)
     body = pages.render("spec.html", s=data, csrf=session.csrf)
-    return _page(request, title=feature, page="spec", body=str(Markup(body)),
+    return render_page(request, title=feature, page="spec", body=str(Markup(body)),
                  api=f"/api/specs/{quote(feature)}")  # fmt: skip
 
 
 def api_specs(request: Request) -> Response:
     """`/api/specs`."""
-    if _session(request) is None and not _bearer_ok(request):
-        return _login_needed(request)
-    return JSONResponse(specs.listing(_server(request).ctx.ws.repo))
+    if session_of(request) is None and not bearer_ok(request):
+        return login_needed(request)
+    return JSONResponse(specs.listing(server_of(request).ctx.ws.repo))
 
 
 def api_spec(request: Request) -> Response:
     """`/api/specs/ID`."""
-    if _session(request) is None and not _bearer_ok(request):
-        return _login_needed(request)
+    if session_of(request) is None and not bearer_ok(request):
+        return login_needed(request)
     try:
         return JSONResponse(
-            specs.view(_server(request).ctx.ws.repo, request.path_params["feature"])
+            specs.view(server_of(request).ctx.ws.repo, request.path_params["feature"])
         )
     except UsageError as exc:
         return JSONResponse({"ok": False, "error": exc.message}, status_code=404)
@@ -67,10 +67,10 @@ def api_spec(request: Request) -> Response:
 
 async def answer(request: Request) -> Response:
     """POST: the person's answers to the pending questions the page showed."""
-    server = _server(request)
+    server = server_of(request)
     feature = request.path_params["feature"]
     try:
-        form = await _form(request)
+        form = await read_form(request)
     except UsageError as exc:
         form = {"_error": exc.message}
     shown = [q for q in form.get("shown", "").split(",") if q]
@@ -85,15 +85,15 @@ async def answer(request: Request) -> Response:
     }
     problem = form.get("_error", "") or post_problem(
         server.gate,
-        session=_session(request),
+        session=session_of(request),
         origin=request.headers.get("origin"),
         fetch_site=request.headers.get("sec-fetch-site"),
         csrf=form.get("csrf") or request.headers.get("x-csrf-token", ""),
     )
     wants_json = "application/json" in request.headers.get("accept", "")
     if problem:
-        _log(server, actions.log_entry(**entry, outcome="refused", reason=problem))
-        status = 401 if _session(request) is None else 403
+        log_answer(server, actions.log_entry(**entry, outcome="refused", reason=problem))
+        status = 401 if session_of(request) is None else 403
         return JSONResponse({"ok": False, "error": problem}, status_code=status)
     ws = server.ctx.ws
     try:
@@ -102,12 +102,12 @@ async def answer(request: Request) -> Response:
             iteration=form.get("iteration", ""), shown=shown, answers=given,
         )  # fmt: skip
     except TaskgateError as exc:
-        _log(server, actions.log_entry(**entry, outcome="refused", reason=exc.message))
+        log_answer(server, actions.log_entry(**entry, outcome="refused", reason=exc.message))
         data = {"ok": False, "error": exc.message, "hint": exc.hint or ""}
         if wants_json:
             return JSONResponse(data, status_code=409 if exc.exit_code in (1, 3) else 400)
-        return _message("Refused", exc.message, exc.hint or "", status=409)
-    _log(server, actions.log_entry(**entry, outcome="accepted", reason=""))
+        return message_page("Refused", exc.message, exc.hint or "", status=409)
+    log_answer(server, actions.log_entry(**entry, outcome="accepted", reason=""))
     if wants_json:
         return JSONResponse(result)
     return RedirectResponse(f"/specs/{quote(feature)}", status_code=303)
@@ -116,8 +116,8 @@ async def answer(request: Request) -> Response:
 def routes() -> list[BaseRoute]:
     """The spec pages' routes."""
     return [
-        Route("/specs", _authed(specs_page)),
-        Route("/specs/{feature}", _authed(spec_page)),
+        Route("/specs", authed(specs_page)),
+        Route("/specs/{feature}", authed(spec_page)),
         Route("/specs/{feature}/answer", answer, methods=["POST"]),
         Route("/api/specs", api_specs),
         Route("/api/specs/{feature}", api_spec),
