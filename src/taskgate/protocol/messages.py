@@ -6,9 +6,30 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
+from typing import cast
 
 from taskgate.protocol.states import Checkpoint as Checkpoint
 from taskgate.protocol.states import State
+
+
+class _LazyPattern:
+    """A regex compiled on its first use: the hooks import this module on every prompt and
+    most prompts need few of its patterns (issue 18)."""
+
+    __slots__ = ("_compiled", "_source")
+
+    def __init__(self, pattern: str, flags: int) -> None:
+        self._source = (pattern, flags)
+        self._compiled: re.Pattern[str] | None = None
+
+    def __getattr__(self, name: str) -> object:
+        if self._compiled is None:
+            self._compiled = re.compile(*self._source)
+        return getattr(self._compiled, name)
+
+
+def _compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    return cast("re.Pattern[str]", _LazyPattern(pattern, flags))
 
 
 class MessageKind(StrEnum):
@@ -73,37 +94,37 @@ _UNRELATED = (
 
 # R-CKP-08 keyword set (C-25) plus a few common sign-offs; whole words, matched on casefolded text.
 # Deliberately absent: "ok", "sure", "yeah", "sounds good", emoji - they only acknowledge.
-_APPROVAL_RE = re.compile(
+_APPROVAL_RE = _compile(
     r"\b(?:yes|approved?|proceed|looks?\s+(?:good|great)|lgtm|sgtm|go\s+ahead|merge\s+it"
     r"|ship\s+it|go\s+for\s+it|good\s+to\s+go)\b"
 )
 # "merge" alone is a sign-off only as a bare command; "merge conflicts look bad" is not one.
-_BARE_MERGE_RE = re.compile(r"^(?:please\s+)?merge(?:\s+(?:this|now|away))?(?:\s+please)?$")
+_BARE_MERGE_RE = _compile(r"^(?:please\s+)?merge(?:\s+(?:this|now|away))?(?:\s+please)?$")
 
 # D-INT-2 regexes, made case-insensitive and whole-word (C-26), in R-INT-03 order.
 # "carry on" / "go on" say the same as "continue" (D-INT-1); resuming never moves the state.
-_RESUMPTION_RE = re.compile(r"\b(?:continue|resume|proceed|carry\s+on|go\s+on)\b")
-_AUDIT_RE = re.compile(r"/audit-session\b|\baudit\b")
-_QUESTION_RE = re.compile(r"\b(?:what|how|why|explain|clarify)\b")
-_STATUS_RE = re.compile(r"\b(?:status|progress)\b")
+_RESUMPTION_RE = _compile(r"\b(?:continue|resume|proceed|carry\s+on|go\s+on)\b")
+_AUDIT_RE = _compile(r"/audit-session\b|\baudit\b")
+_QUESTION_RE = _compile(r"\b(?:what|how|why|explain|clarify)\b")
+_STATUS_RE = _compile(r"\b(?:status|progress)\b")
 # D-INT-2's "keep.*going" and "where.*are.*we" as whole words in order: one regex with two
 # ".*" backtracks cubically on a long pasted message.
-_KEEP_GOING = (re.compile(r"\bkeep\b"), re.compile(r"\bgoing\b"))
-_WHERE_ARE_WE = (re.compile(r"\bwhere\b"), re.compile(r"\bare\b"), re.compile(r"\bwe\b"))
+_KEEP_GOING = (_compile(r"\bkeep\b"), _compile(r"\bgoing\b"))
+_WHERE_ARE_WE = (_compile(r"\bwhere\b"), _compile(r"\bare\b"), _compile(r"\bwe\b"))
 # R-INT-05: "?" at the end, allowing trailing "!", quotes, brackets or emoji after it.
-_ENDS_WITH_QUESTION_RE = re.compile(r"\?[^\w]*$")
+_ENDS_WITH_QUESTION_RE = _compile(r"\?[^\w]*$")
 
 # Words that show the person is still asking, even without a "?" ("LGTM, one question: ...").
 # "No questions, LGTM" holds no question (its "no" still blocks approval: AMBIGUOUS).
-_QUESTION_HINT_RE = re.compile(r"(?<!\bno )\b(?:questions?|wonder|wondering|curious)\b")
+_QUESTION_HINT_RE = _compile(r"(?<!\bno )\b(?:questions?|wonder|wondering|curious)\b")
 # Any negation anywhere blocks approval (R-CKP-08); a false approval costs more than a re-ask.
-_NEGATION_RE = re.compile(
+_NEGATION_RE = _compile(
     r"\b(?:not|no|never|nope|nah|neither|nor|cannot|\w+n't|dont|doesnt|isnt|cant|wont)\b"
     r"|\b(?:hold\s+(?:on|off|up)|wait|stop|reject(?:ed)?|disapproved?|declined?|veto(?:ed)?)\b"
     r"|👎"
 )
 # An explicit "no" / "not yet": reported as declined rather than asked about again.
-_DECLINE_RE = re.compile(
+_DECLINE_RE = _compile(
     r"^(?:no(?!\s+(?:problem|worries|objections?|issues?|concerns?|complaints?|comments?|questions?)\b)"
     r"|nope|nah|not\s+yet|not\s+now|hold\s+(?:on|off|up)|wait|stop|reject|decline"
     r"|disapprove|thumbs\s+down)\b"
@@ -113,7 +134,7 @@ _DECLINE_RE = re.compile(
     r"|happy|convinced)\b"
 )
 # Contrast, condition or hedging next to an approval word means "not unconditionally yes".
-_HEDGE_RE = re.compile(
+_HEDGE_RE = _compile(
     r"\b(?:but|however|though|although|except|unless|if|once|when|after|before|until"
     r"|otherwise|maybe|perhaps|probably|hmm+|guess|suppose|almost|mostly|assuming)\b"
 )
@@ -123,20 +144,20 @@ _ACK = (
     r"|noted|continue|do\s+it|let's\s+do\s+it|let's\s+go)"
 )
 # One token per space: "(?:k+\s*)+" would backtrack exponentially on "kkkk...x".
-_ACK_ONLY_RE = re.compile(rf"^{_ACK}(?:\s{_ACK})*$")
+_ACK_ONLY_RE = _compile(rf"^{_ACK}(?:\s{_ACK})*$")
 # Approval-like words outside the R-CKP-08 set: the person probably approves, so ask them to
 # say it in the documented words (D-CKP-1 clarification) instead of guessing either way.
-_SOFT_APPROVAL_RE = re.compile(
+_SOFT_APPROVAL_RE = _compile(
     r"\blooks?\s+(?:fine|ok(?:ay)?|alright|solid|right)\b|\ball\s+good\b|\bworks\s+for\s+me\b"
     r"|\b(?:fine|ok(?:ay)?|good)\s+(?:by|with|for)\s+me\b|\bhappy\s+with\b|\bmerge\b"
     r"|\bsign(?:ed)?\s+off\b|\bship\s+(?:this|them)\b|\bthumbs\s+up\b"
 )
 # Option 1 of R-CKP-16: keep waiting; not a resumption, so it must not loop into AMBIGUOUS.
-_KEEP_WAITING_RE = re.compile(r"\b(?:continue|keep)\s+(?:on\s+)?waiting\b")
+_KEEP_WAITING_RE = _compile(r"\b(?:continue|keep)\s+(?:on\s+)?waiting\b")
 _THUMBS_DOWN = "👎"
 
 # R-CKP-16: explicit markers only, so "update the README" stays a change request.
-_UNRELATED_RE = re.compile(
+_UNRELATED_RE = _compile(
     r"\b(?:another|different|other|next|new|separate|unrelated)\s+(?:task|ticket|project)s?\b"
     r"|\bsomething\s+else\b|\bin\s+the\s+meantime\b|\bmeanwhile\b"
     r"|\b(?:start|begin|switch\s+to|move\s+on\s+to|jump\s+to|pick\s+up|work\s+on)\s+(?:on\s+)?"
@@ -155,19 +176,19 @@ _EDIT_VERB = (
 )
 # A clause opening with an edit verb is an imperative, unless the verb is really a noun
 # ("Change looks good", "Use of X is fine") or has no object ("Update: LGTM").
-_IMPERATIVE_RE = re.compile(
+_IMPERATIVE_RE = _compile(
     rf"^(?:(?:please|pls|kindly|also|and|then|just|so|now|ok|okay|first|maybe|only|instead)\s+)*"
     rf"{_EDIT_VERB}(?=\s+\w)"
     r"(?!\s+(?:looks?|is|are|was|were|seems?|of|sounds?|makes|works?|lgtm|approved|going|on"
     r"|waiting|up)\b)"
 )
 # Polite forms stay requests even when they end in "?" ("Can you add error handling details?").
-_POLITE_REQUEST_RE = re.compile(
+_POLITE_REQUEST_RE = _compile(
     rf"\b(?:please|pls|kindly)\s+(?:also\s+|just\s+|now\s+)?{_EDIT_VERB}\b"
     rf"|\b(?:can|could|would|will)\s+(?:you|we)\s+(?:please\s+)?(?:also\s+|just\s+|maybe\s+)?"
     rf"{_EDIT_VERB}\b"
 )
-_REQUEST_RE = re.compile(
+_REQUEST_RE = _compile(
     rf"\b(?:you|we)\s+(?:should|must|need\s+to|have\s+to|ought\s+to)\s+(?:also\s+|still\s+)?"
     rf"{_EDIT_VERB}\b"
     rf"|\b(?:i'd|i\s+would|i)\s+(?:like|want|prefer)\s+(?:you\s+|us\s+)?to\s+(?:also\s+)?"
@@ -184,12 +205,12 @@ _REQUEST_RE = re.compile(
     r"|\b(?:fails?|failed|failing)\s+(?:on|when|for|with|if|in|the)\b|\bbug\s+in\b"
     r"|\b(?:don't|do\s+not|never)\s+(?:change|touch|rename|remove|break|add)\b"
 )
-_WH_START_RE = re.compile(r"\W*(?:what|how|why|when|where|which|who)\b")
-_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?;\n])\s+")
-_CLAUSE_SPLIT_RE = re.compile(
+_WH_START_RE = _compile(r"\W*(?:what|how|why|when|where|which|who)\b")
+_SENTENCE_SPLIT_RE = _compile(r"(?<=[.!?;\n])\s+")
+_CLAUSE_SPLIT_RE = _compile(
     r"[,;:.!?()\"\n]+|\s[-–—]+\s|\b(?:but|and|then|also|though|however|otherwise|plus)\b"
 )
-_NON_WORD_RE = re.compile(r"[^\w\s']+")
+_NON_WORD_RE = _compile(r"[^\w\s']+")
 
 
 def clarification_text(checkpoint: Checkpoint) -> str:
