@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -151,6 +150,8 @@ class EventRow:
 def event_hash(prev_hash: str, task: str, at: str, kind: str, payload: JSON) -> str:
     """SHA-256 over the previous hash and this event's canonical JSON."""
     body = json.dumps([prev_hash, task, at, kind, payload], sort_keys=True, separators=(",", ":"))
+    import hashlib  # OpenSSL's load is paid only by writers (issue 18: not by every import)
+
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
