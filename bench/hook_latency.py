@@ -97,6 +97,9 @@ def main() -> int:
     if "--http-only" in sys.argv:  # just the issue 18 rows
         http_rows(max(rounds, 50))
         return 0
+    if "--engine-only" in sys.argv:  # just the issue 18 engine-path rows
+        engine_hooks(rounds)
+        return 0
     repo = scratch_repo(TODO)
     tg(repo, "start", "task-0", check=True)
     for i in range(1, TASKS):  # one lock per session (R-LCK-19): 49 other sessions
@@ -178,7 +181,44 @@ def main() -> int:
     snapshot_scaling()
     effect_check(rounds)
     http_rows(max(rounds, 50))
+    engine_hooks(rounds)
     return 0
+
+
+def engine_hooks(rounds: int) -> None:
+    """The command hooks that open the engine (issue 18): PostToolUse after an Edit,
+    UserPromptSubmit, SessionStart, as ratios to `python3 -c pass`; the hook program is this
+    checkout's launch.py (ROOT), so a copy of bench/ beside an older src/ measures that one."""
+    repo = scratch_repo(TODO)
+    tg(repo, "start", "task-0", check=True)
+    launcher = str(ROOT / "src" / "taskgate" / "hooks" / "launch.py")
+    base = {"session_id": "bench", "transcript_path": "", "cwd": str(repo),
+            "permission_mode": "default"}  # fmt: skip
+    worktree = repo / ".taskgate" / "tasks" / "task-0" / "code"
+    edit = {"tool_name": "Edit", "tool_use_id": "t1", "tool_response": {},
+            "tool_input": {"file_path": str(worktree / "src" / "m0.py"),
+                           "old_string": "a", "new_string": "b"}}  # fmt: skip
+    cases = {
+        "PostToolUse after an Edit": ("PostToolUse", {**base, **edit}),
+        "UserPromptSubmit 'what is the status?'": (
+            "UserPromptSubmit",
+            {**base, "prompt": "what is the status?"},
+        ),
+        "SessionStart (startup)": ("SessionStart", {**base, "source": "startup"}),
+    }
+    rows: dict[str, list[float]] = {"python3 -c pass": []}
+    rows.update({name: [] for name in cases})
+    for _ in range(rounds):
+        rows["python3 -c pass"].append(timed([sys.executable, "-c", "pass"], repo, ""))
+        for name, (event, data) in cases.items():
+            body = json.dumps({**data, "hook_event_name": event})
+            rows[name].append(timed([sys.executable, "-S", launcher, event], repo, body))
+    floor = statistics.median(rows["python3 -c pass"])
+    print(f"engine-path command hooks (issue 18), {rounds} rounds, {launcher}")
+    print(f"{'case':52} {'median ms':>10} {'/ python':>9}")
+    for name, values in rows.items():
+        median = statistics.median(values)
+        print(f"{name:52} {median * 1000:10.1f} {median / floor:9.2f}")
 
 
 def _post(port: int, event: str, body: str, secret: str, conn: object = None) -> float:
