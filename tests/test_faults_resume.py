@@ -102,3 +102,19 @@ def test_task_whose_squash_is_on_main_is_resumed(tmp_path: Path, entry: str) -> 
     _finished(repo, SLUG, commits=len(main_commits(repo)))
     log = repo.git("log", "--format=%s", "main")
     assert log.count(SLUG) >= 1 and len(set(log.splitlines())) == len(log.splitlines())
+
+
+def test_kill_inside_the_archival_write_leaves_no_temp_file_behind(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """Found by the whole-lifecycle torture: a kill between atomic_write's temp file and its
+    rename left `.todo.md.<hex>.tmp` in the task worktree, and cleanup refused it for ever."""
+    repo = approved_repo(tmp_path_factory, tmp_path / "repo")
+    killed = repo.run("complete", TASK, env={"TASKGATE_FAILPOINT": "atomic_write:todo.md"})
+    assert killed.code == -signal.SIGKILL
+    wt = repo.worktree(TASK)
+    assert list(wt.glob(".todo.md.*.tmp"))
+    repo.ok("complete", TASK)
+    assert not list(wt.glob(".*.tmp"))
+    repo.ok("cleanup", TASK)
+    assert repo.run("audit", TASK).code == 0

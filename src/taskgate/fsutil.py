@@ -28,10 +28,21 @@ def atomic_write(path: Path, text: str, *, durable: bool = True) -> None:
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
+        failpoints.hit(f"atomic_write:{path.name}")  # tests: a kill leaves the temp file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def remove_stale_temps(path: Path) -> list[str]:
+    """Remove the temp files a killed `atomic_write` of `path` left beside it (call only where
+    no other process writes `path` at the same time, e.g. under a journaled step)."""
+    removed = []
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)
+        removed.append(stale.name)
+    return removed
 
 
 def atomic_write_json(path: Path, data: Any, *, durable: bool = True) -> None:

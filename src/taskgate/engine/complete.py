@@ -19,7 +19,7 @@ from taskgate.engine.facts import gather
 from taskgate.engine.flow import apply_transition, refuse_if
 from taskgate.engine.merge import record_commits
 from taskgate.errors import Refused, UsageError
-from taskgate.fsutil import atomic_write
+from taskgate.fsutil import atomic_write, remove_stale_temps
 from taskgate.git import ops
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git, raise_if_busy
@@ -184,6 +184,8 @@ def _archive(engine: Engine, snap: TaskSnapshot, approved: str) -> str:
         )
     todo_name = engine.ws.config.workspace.todo
     log_name = engine.ws.config.workspace.changelog
+    for name in (todo_name, log_name):  # a kill inside atomic_write leaves its temp file
+        remove_stale_temps(wt / name)
     # Contents come from the approved commit, never from the disk: a crash may have left the
     # files half-edited, and redoing the edit from the commit is what makes this idempotent.
     todo_text = git("show", f"{approved}:{todo_name}", cwd=wt, check=False)
