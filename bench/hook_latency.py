@@ -95,7 +95,7 @@ def main() -> int:
         effect_check(rounds)
         return 0
     if "--http-only" in sys.argv:  # just the issue 18 rows
-        http_rows(max(rounds, 50))
+        http_rows(rounds)
         return 0
     if "--engine-only" in sys.argv:  # just the issue 18 engine-path rows
         engine_hooks(rounds)
