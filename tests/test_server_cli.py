@@ -214,3 +214,72 @@ def test_serve_says_what_to_do_when_the_port_is_taken(repo: Repo, tmp_path: Path
 def test_allow_host_needs_allow_remote(repo: Repo, tmp_path: Path) -> None:
     result = repo.run("serve", "--allow-host", "box.lan", "--state-dir", str(tmp_path / "st"))
     assert result.code == 2 and "--allow-remote" in result.err
+
+
+def test_a_terminal_sees_the_login_url_and_an_agent_does_not(repo: Repo, tmp_path: Path) -> None:
+    """The person's terminal (a pty) gets the login URL from `serve` and `serve --url`; the
+    same command with an agent marker set, or without a terminal, never does."""
+    import os
+    import pty
+    import re
+    import select
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import SRC
+
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    state = str(tmp_path / "st")
+
+    kept: list[int] = []
+
+    def on_a_terminal(
+        *args: str, extra_env: dict[str, str] | None = None, until: str = "", keep: bool = False
+    ) -> tuple[subprocess.Popen[bytes], str]:
+        """Run taskgate with a pty as its terminal; read until `until` (or its exit)."""
+        leader, follower = pty.openpty()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "taskgate", "--repo", str(repo.path), *args],
+            stdin=follower, stdout=follower, stderr=follower, env={**env, **(extra_env or {})},
+        )  # fmt: skip
+        os.close(follower)
+        out = b""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (until.encode() not in out if until else True):
+            ready, _, _ = select.select([leader], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            elif proc.poll() is not None:
+                break
+        if keep:  # a server keeps writing to its terminal: leave it open until the end
+            kept.append(leader)
+        else:
+            os.close(leader)
+        return proc, out.decode(errors="replace")
+
+    server, shown = on_a_terminal(
+        "serve", "--port", "0", "--state-dir", state, until="Ctrl-C", keep=True
+    )
+    try:
+        token = next((tmp_path / "st").glob("serve/*/secret")).read_text().strip()
+        assert f"/login?token={token}" in shown, shown
+        url_cmd, url_out = on_a_terminal("serve", "--url", "--state-dir", state)
+        url_cmd.wait(30)
+        assert url_cmd.returncode == 0, url_out
+        assert re.search(rf"http://127\.0\.0\.1:\d+/login\?token={token}", url_out)
+        agent, agent_out = on_a_terminal("serve", "--url", "--state-dir", state,
+                                         extra_env={"CLAUDECODE": "1"})  # fmt: skip
+        agent.wait(30)
+        assert agent.returncode == 2 and token not in agent_out
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(30)
+        for fd in kept:
+            os.close(fd)
