@@ -283,3 +283,30 @@ def test_a_terminal_sees_the_login_url_and_an_agent_does_not(repo: Repo, tmp_pat
         server.wait(30)
         for fd in kept:
             os.close(fd)
+
+
+def test_a_unix_socket_for_scripts(repo: Repo, tmp_path: Path) -> None:
+    """`--socket PATH`: 0600, the same app (the bearer secret reads /api), removed at exit."""
+    import socket
+    import stat
+
+    path = tmp_path / "serve.sock"
+
+    class UnixConnection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.connect(str(path))
+
+    server = start_server(repo.path, tmp_path / "st", "--socket", str(path))
+    try:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        for auth, expected in ((None, 401), (f"Bearer {server.token}", 200)):
+            conn = UnixConnection("localhost")
+            conn.request("GET", "/api/board", headers={"Authorization": auth} if auth else {})
+            response = conn.getresponse()
+            body = response.read()
+            assert response.status == expected, body
+        assert "NOT_STARTED" in body.decode()
+    finally:
+        assert server.stop() == 0
+    assert not path.exists()

@@ -53,6 +53,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         new_secret=args.new_secret,
         extra_hosts=tuple(args.allow_host),
+        unix_socket=args.socket,
     )
 
     def announce(base: str, token: str) -> None:
@@ -115,6 +116,13 @@ def register(add: Any) -> None:
     s.add_argument("--open", action="store_true", help="open the dashboard in your browser")
     s.add_argument(
         "--allow-remote", action="store_true", help="allow a non-loopback --host (prints a warning)"
+    )
+    s.add_argument(
+        "--socket",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="also listen on this Unix socket (0600; for scripts: curl --unix-socket)",
     )
     s.add_argument(
         "--allow-host",

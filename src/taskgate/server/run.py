@@ -38,6 +38,7 @@ class ServeOptions:
     new_secret: bool = False
     watch_interval: float = 0.02
     extra_hosts: tuple[str, ...] = ()  # more Host names to answer to (with --allow-remote)
+    unix_socket: Path | None = None  # also listen here (0600): scripts, `curl --unix-socket`
 
 
 def is_local(host: str) -> bool:
@@ -80,6 +81,32 @@ def bind(host: str, port: int) -> socket.socket:
         ) from None
     sock.listen(128)
     sock.set_inheritable(True)
+    return sock
+
+
+def bind_unix(path: Path) -> socket.socket:
+    """A listening Unix socket only this user can connect to (a stale one is replaced)."""
+    if path.exists() or path.is_symlink():
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            path.unlink()  # nobody listens: left by a server that was killed
+        else:
+            raise UsageError(f"{path} is in use by another server", hint="pass another --socket")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o077)
+    try:
+        sock.bind(str(path))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {path}: {exc.strerror}") from None
+    finally:
+        os.umask(old)
+    path.chmod(0o600)
+    sock.listen(128)
     return sock
 
 
@@ -169,6 +196,9 @@ def serve(
     with single_instance(directory):
         token = secret.load_or_create(directory / "secret", rotate=options.new_secret)
         sock = bind(options.host, options.port)
+        listeners = [sock, *extra_sockets]
+        if options.unix_socket is not None:
+            listeners.append(bind_unix(options.unix_socket))
         port = sock.getsockname()[1]
         base = f"http://{url_host(options.host)}:{port}"
         extra = tuple(
@@ -206,9 +236,12 @@ def serve(
         )
         try:
             announce(base, token)
-            _Uvicorn(config, hub).run(sockets=[sock, *extra_sockets])
+            _Uvicorn(config, hub).run(sockets=listeners)
         except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown
             pass
         finally:
             info_path(directory).unlink(missing_ok=True)
-            sock.close()
+            for listener in listeners:
+                listener.close()
+            if options.unix_socket is not None:
+                options.unix_socket.unlink(missing_ok=True)
