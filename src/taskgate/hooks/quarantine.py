@@ -142,7 +142,27 @@ def enforce(
     changes: list[str],
     source: dict[str, str],
 ) -> str:
-    """Judge the changes against the store, quarantine the forbidden ones, record, report."""
+    """Judge the changes against the store, quarantine the forbidden ones, record, report.
+    One at a time per repository (parallel tool calls end together): the second one finds the
+    worktree already put back and only takes the baseline again."""
+    import fcntl
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(os.path.join(os.path.dirname(path), ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        current = effects.load(path) or base
+        changes = effects.compare(layout, current)  # again: another call may have restored
+        return _enforce(engine, layout, current, path, changes, source) if changes else ""
+
+
+def _enforce(
+    engine: Engine,
+    layout: Layout,
+    base: dict[str, Any],
+    path: str,
+    changes: list[str],
+    source: dict[str, str],
+) -> str:
     task = str(base["task"])
     vars(engine).setdefault("_effects_seen", set()).add(task)
     with engine.store.read() as tx:
