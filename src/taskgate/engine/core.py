@@ -25,7 +25,7 @@ from taskgate.protocol.states import State
 from taskgate.protocol.todo import TodoError, TodoList, parse_todo
 from taskgate.store.base import Store, StoreCorrupt, Tx
 from taskgate.store.records import JSON, TaskRow, TaskSnapshot
-from taskgate.store.sqlite import SqliteStore
+from taskgate.store.select import open_store
 
 T = TypeVar("T")
 
@@ -77,7 +77,7 @@ class Engine:
             try:
                 # How long a command waits for another writer (seconds; tests shorten it).
                 wait = float(os.environ.get("TASKGATE_LOCK_TIMEOUT", "60"))
-                self._store = SqliteStore(self.ws.db_path, timeout=wait)
+                self._store = open_store(self.ws, timeout=wait)  # SQLite or PostgreSQL
             except StoreCorrupt as exc:
                 raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
         return self._store

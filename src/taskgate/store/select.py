@@ -1,0 +1,92 @@
+"""Which store a workspace uses (issue 20): the embedded SQLite file, or a team's PostgreSQL.
+
+`TASKGATE_DATABASE_URL` (the environment wins), else `[store] url = "postgresql://..."` in
+taskgate.toml; neither means SQLite at `.taskgate/state.db`. taskgate.toml is committed, so a
+URL there must not carry a password: credentials come from the environment (the variable
+above, PGPASSWORD) or libpq's files (~/.pgpass / PGPASSFILE, PGSERVICEFILE).
+
+Only a PostgreSQL URL imports store/postgres.py (and with it psycopg): the embedded path never
+does (tests/test_store_postgres.py checks it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from taskgate.errors import UsageError
+
+if TYPE_CHECKING:
+    from taskgate.engine.workspace import Workspace
+    from taskgate.store.base import Store
+
+ENV_VAR = "TASKGATE_DATABASE_URL"
+_SCHEMES = ("postgresql://", "postgres://")
+# user:password@ in the authority, or password= as a query parameter / keyword.
+_PASSWORD = re.compile(r"^[a-z]+://[^/@]*:[^/@]*@|[?&\s]password=", re.IGNORECASE)
+
+
+def _config_url(config_text: str, where: str) -> str | None:
+    if "[store]" not in config_text:  # the common case: no TOML parse here
+        return None
+    import tomllib
+
+    try:
+        table = tomllib.loads(config_text).get("store", {})
+    except tomllib.TOMLDecodeError:
+        return None  # load_config reports the parse error itself
+    if not isinstance(table, dict):
+        raise UsageError(f"{where}: [store] must be a table", hint="see docs/teams.md")
+    unknown = sorted(set(table) - {"url"})
+    if unknown:
+        raise UsageError(
+            f"{where}: unknown key(s) in [store]: {', '.join(unknown)}",
+            hint='[store] takes one key: url = "postgresql://host/dbname" (docs/teams.md)',
+        )
+    url = table.get("url")
+    if url is None:
+        return None
+    if not isinstance(url, str) or not url.strip():
+        raise UsageError(f"{where}: [store] url must be a non-empty string", hint="docs/teams.md")
+    if _PASSWORD.search(url):
+        raise UsageError(
+            f"{where}: [store] url carries a password; taskgate.toml is committed to git",
+            hint="remove the password from the URL and put it in ~/.pgpass (or PGPASSFILE, a "
+            "libpq service file, or TASKGATE_DATABASE_URL in the environment)",
+        )
+    return url.strip()
+
+
+def database_url(config_text: str, where: str = "taskgate.toml") -> str | None:
+    """The PostgreSQL URL this workspace uses, or None for the embedded SQLite store."""
+    url = os.environ.get(ENV_VAR, "").strip() or _config_url(config_text, where)
+    if url is None:
+        return None
+    if not url.startswith(_SCHEMES):
+        source = ENV_VAR if os.environ.get(ENV_VAR, "").strip() else f"{where} [store] url"
+        raise UsageError(
+            f"{source} must be a postgresql:// URL (SQLite needs no URL: leave it unset)",
+            hint="for example postgresql://db.example.com/taskgate?user=alice",
+        )
+    return url
+
+
+def open_store(ws: Workspace, *, timeout: float, read_only: bool = False) -> Store:
+    """The workspace's store: PostgreSQL when a URL is configured, else SQLite."""
+    url = database_url(ws.config.text, str(ws.config.path or "taskgate.toml"))
+    if url is None:
+        from taskgate.store.sqlite import SqliteStore
+
+        return SqliteStore(ws.db_path, timeout=timeout, read_only=read_only)
+    try:
+        from taskgate.store.postgres import PgStore
+    except ImportError as exc:
+        raise UsageError(
+            f"this workspace uses PostgreSQL ({ENV_VAR} or [store] url) but psycopg is not "
+            f"installed ({exc})",
+            hint="pip install 'taskgate[postgres]' (psycopg 3) on this machine",
+        ) from None
+    ws.state_dir.mkdir(parents=True, exist_ok=True)  # this machine's hook snapshot lives here
+    return PgStore(url, Path(ws.state_dir), timeout=timeout, read_only=read_only)

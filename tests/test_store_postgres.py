@@ -1,0 +1,309 @@
+"""The PostgreSQL store (issue 20) against a real PostgreSQL server the session starts itself
+(tests/pgserver.py): the interface scenarios of tests/test_store.py rerun on it, the same
+hash chain and hook snapshot as SQLite, processes racing across connections, faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import pgserver
+from conftest import SRC, make_repo
+from taskgate.errors import EXIT_ENVIRONMENT, Locked
+from taskgate.store import snapshot
+from taskgate.store.base import Conflict, Store
+from taskgate.store.postgres import PgStore, StoreUnreachable
+from taskgate.store.records import AgentRow, ApprovalRow, TaskRow, TransitionRow
+from taskgate.store.schema import SCHEMA_VERSION
+from taskgate.store.sqlite import SqliteStore
+
+# The interface scenarios, collected here with this module's `store` fixture (PostgreSQL).
+from test_store import (  # noqa: F401
+    test_events_are_hash_chained,
+    test_R_LCK_01_exclusive_create,
+    test_R_LCK_19_one_unreleased_lock_per_session,
+    test_update_is_compare_and_swap,
+    test_write_rolls_back_on_error,
+)
+
+
+@pytest.fixture(scope="session")
+def pg() -> Iterator[pgserver.PgServer]:
+    server = pgserver.start_server()
+    try:
+        yield server
+    finally:
+        pgserver.remove(server)
+
+
+@pytest.fixture
+def url(pg: pgserver.PgServer) -> str:
+    return pg.fresh_database()
+
+
+@pytest.fixture
+def store(url: str, tmp_path: Path) -> Iterator[PgStore]:
+    s = PgStore(url, tmp_path)
+    yield s
+    s.close()
+
+
+def row(name: str, session: str = "s1") -> TaskRow:
+    return TaskRow(name, "INIT", session, "host", 1, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
+
+
+def test_schema_is_the_shared_migrations_and_reopen_applies_nothing(
+    url: str, tmp_path: Path
+) -> None:
+    s = PgStore(url, tmp_path)
+    assert s.schema_version() == SCHEMA_VERSION
+    s.close()
+    again = PgStore(url, tmp_path)
+    assert again.schema_version() == SCHEMA_VERSION
+    with psycopg.connect(url) as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY name")]
+        index = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'one_lock_per_session'"
+        ).fetchone()
+    assert names == ["0001_initial"]
+    assert index is not None and "WHERE (lock_released_at IS NULL)" in index[0]
+    again.close()
+
+
+def _same_steps(s: Store) -> None:
+    """One claim with agents, an approval, a transition and events: what a step writes."""
+    with s.write() as tx:
+        tx.insert_task(row("t"))
+        tx.append_event("t", "claimed", {"session": "s1", "fence": 1}, "2026-01-01T00:00:00Z")
+    with s.write() as tx:
+        tx.update_task("t", 1, state="CLASSIFIED", required_agents=("rev",))
+        tx.put_agent(AgentRow("t", "rev", status="pending", phase="REQUIREMENTS"))
+        tx.add_transition(TransitionRow("t", 0, "INIT", "CLASSIFIED", "2026-01-01T00:00:01Z"))
+        tx.add_approval(
+            ApprovalRow("t", "plan", "h", "2026-01-01T00:00:02Z", "2026-01-01T00:00:03Z", "x")
+        )
+        tx.append_event("t", "validation", {"responsible": "main"}, "2026-01-01T00:00:04Z")
+
+
+def test_hash_chain_and_hook_snapshot_are_identical_to_sqlite(
+    store: PgStore, tmp_path: Path
+) -> None:
+    lite_dir = tmp_path / "lite"
+    lite_dir.mkdir()
+    lite = SqliteStore(lite_dir / "state.db")
+    _same_steps(lite)
+    _same_steps(store)
+    with lite.read() as a, store.read() as b:
+        lite_snap, pg_snap = a.snapshot("t"), b.snapshot("t")
+    assert lite_snap is not None and pg_snap is not None
+    assert [e.hash for e in pg_snap.events] == [e.hash for e in lite_snap.events]
+    assert pg_snap == lite_snap  # every row, every field, ids and seqs included
+    # The per-machine hook snapshot: written by the write itself, the same bytes as SQLite's.
+    pg_file = (tmp_path / snapshot.FILE_NAME).read_text()
+    assert pg_file == (lite_dir / snapshot.FILE_NAME).read_text()
+    entry = json.loads(pg_file)["tasks"][0]
+    assert entry["plan_approved"] is True and entry["main_may_fix"] is True
+    assert store.refresh_snapshot() == "unchanged"
+    (tmp_path / snapshot.FILE_NAME).write_text('{"format": 1, "tasks": []}\n')
+    assert store.refresh_snapshot() == "replaced"  # changed outside taskgate: rewritten
+    assert (tmp_path / snapshot.FILE_NAME).read_text() == pg_file
+    lite.close()
+
+
+def test_a_write_that_touches_the_snapshot_drops_it_before_commit(store: PgStore) -> None:
+    with store.write() as tx:
+        tx.insert_task(row("t"))
+    assert store.snapshot_path.exists()
+    with pytest.raises(RuntimeError), store.write() as tx:
+        tx.update_task("t", 1, state="CLASSIFIED")
+        raise RuntimeError("crash")
+    with store.read() as tx:
+        current = tx.task("t")
+    assert current is not None and current.state == "INIT"  # rolled back
+    assert json.loads(store.snapshot_path.read_text())["tasks"][0]["state"] == "INIT"
+
+
+def test_update_conflict_on_the_partial_index_is_a_conflict(store: PgStore) -> None:
+    with store.write() as tx:
+        tx.insert_task(row("a"))
+        tx.update_task("a", 1, lock_released_at="2026-01-01T00:00:01Z")
+        tx.insert_task(row("b"))
+    with pytest.raises(Conflict), store.write() as tx:  # re-taking a while holding b
+        tx.update_task("a", 2, lock_released_at=None)
+    with store.read() as tx:
+        a = tx.task("a")
+    assert a is not None and a.released and a.seq == 2
+
+
+# -- processes racing on one database --------------------------------------------------------
+
+_RACER = textwrap.dedent(
+    """
+    import os, sys, time
+    from pathlib import Path
+    from taskgate.store.base import Conflict
+    from taskgate.store.postgres import PgStore
+    from taskgate.store.records import TaskRow
+    url, session, gate, mode = sys.argv[1:5]
+    state_dir = Path(sys.argv[5])
+    store = PgStore(url, state_dir)
+    while not os.path.exists(gate):
+        time.sleep(0.005)
+    won = []
+    if mode == "claim":
+        for i in range(10):
+            name = f"task-{i}"
+            try:
+                with store.write() as tx:
+                    if tx.active_task_of(session) is not None or tx.task(name) is not None:
+                        continue
+                    now = "2026-01-01T00:00:00Z"
+                    if tx.insert_task(TaskRow(name, "INIT", session, "h-" + session, 1, now, now)):
+                        tx.append_event(name, "claimed", {"session": session}, now)
+                        won.append(name)
+            except Conflict:
+                pass
+    else:  # take-over: everyone read seq 1 before the gate; one compare-and-swap wins
+        try:
+            with store.write() as tx:
+                tx.update_task("t", 1, session_id=session, fence=2)
+                tx.append_event("t", "taken_over", {"session": session, "fence": 2}, "x")
+                won.append("t")
+        except Conflict:
+            pass
+    print(",".join(won))
+    """
+)
+
+
+def _race(url: str, tmp_path: Path, mode: str, n: int = 30) -> list[tuple[str, str]]:
+    gate = tmp_path / "go"
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    procs = []
+    for i in range(n):
+        state = tmp_path / f"machine-{i % 3}-{i}"  # separate hook snapshot dirs
+        state.mkdir()
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", _RACER, url, f"s{i}", str(gate), mode, str(state)],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )
+        )  # fmt: skip
+    gate.write_text("go")
+    results = []
+    for i, proc in enumerate(procs):
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        results.append((f"s{i}", out.strip()))
+    return results
+
+
+def test_R_LCK_01_thirty_processes_race_for_ten_tasks_one_owner_each(
+    store: PgStore, url: str, tmp_path: Path
+) -> None:
+    results = _race(url, tmp_path, "claim")
+    won = {s: w.split(",") for s, w in results if w}
+    assert all(len(tasks) == 1 for tasks in won.values()), won  # R-LCK-19: one per session
+    claimed = sorted(t for tasks in won.values() for t in tasks)
+    assert claimed == sorted(f"task-{i}" for i in range(10)), won  # R-LCK-01: each exactly once
+    with store.read() as tx:
+        rows = {r.name: r for r in tx.tasks()}
+        for name, r in rows.items():
+            owner = next(s for s, tasks in won.items() if name in tasks)
+            assert r.session_id == owner and r.host == f"h-{owner}"
+            events = tx.events(name)
+            assert [e.kind for e in events] == ["claimed"]
+
+
+def test_R_LCK_01_thirty_take_overs_compare_and_swap_one_wins(
+    store: PgStore, url: str, tmp_path: Path
+) -> None:
+    with store.write() as tx:
+        tx.insert_task(row("t", "old"))
+    results = _race(url, tmp_path, "takeover")
+    winners = [s for s, w in results if w == "t"]
+    assert len(winners) == 1, results
+    with store.read() as tx:
+        current = tx.task("t")
+        events = tx.events("t")
+    assert current is not None and current.session_id == winners[0]
+    assert current.fence == 2 and current.seq == 2
+    assert [e.kind for e in events] == ["taken_over"]
+
+
+# -- faults ----------------------------------------------------------------------------------
+
+
+def test_unreachable_server_is_exit_6_with_a_hint_and_no_password(tmp_path: Path) -> None:
+    (tmp_path / "sock").mkdir()
+    url = f"postgresql://alice:s3cret-pw@/taskgate?host={tmp_path / 'sock'}&port=5999"
+    with pytest.raises(StoreUnreachable) as caught:
+        PgStore(url, tmp_path, connect_timeout=2)
+    err = caught.value
+    assert err.exit_code == EXIT_ENVIRONMENT
+    assert "s3cret" not in err.message and "s3cret" not in err.hint
+    assert "nothing was changed" in err.message and "start PostgreSQL" in err.hint
+
+
+def test_writer_lock_timeout_is_locked_not_a_hang(store: PgStore, url: str, tmp_path: Path) -> None:
+    other = PgStore(url, tmp_path, timeout=0.2)
+    with store.write() as tx:
+        tx.insert_task(row("t"))
+        with pytest.raises(Locked), other.write():
+            pass
+    with other.write() as tx:  # the lock is free again once the first writer committed
+        assert tx.task("t") is not None
+    other.close()
+
+
+def test_server_stopped_mid_run_then_restarted_nothing_half_written(tmp_path: Path) -> None:
+    server = pgserver.start_server()
+    try:
+        url = server.fresh_database()
+        s = PgStore(url, tmp_path)
+        with s.write() as tx:
+            tx.insert_task(row("t"))
+        server.stop("immediate")
+        with pytest.raises(StoreUnreachable) as caught, s.write() as tx:
+            tx.update_task("t", 1, state="CLASSIFIED")
+        assert caught.value.exit_code == EXIT_ENVIRONMENT
+        with pytest.raises(StoreUnreachable):
+            PgStore(url, tmp_path, connect_timeout=2)
+        server.start()
+        again = PgStore(url, tmp_path)
+        with again.read() as tx:
+            current = tx.task("t")
+        assert current is not None and current.state == "INIT" and current.seq == 1
+        again.close()
+    finally:
+        pgserver.remove(server)
+
+
+# -- selection: the embedded path never imports psycopg --------------------------------------
+
+
+def test_embedded_cli_never_imports_psycopg(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r")
+    repo.ok("start", "add-login")
+    probe = (
+        "import runpy, sys\n"
+        "sys.argv = ['taskgate', 'status', 'add-login', '--json']\n"
+        "try:\n    runpy.run_module('taskgate', run_name='__main__')\n"
+        "except SystemExit as e:\n    assert not e.code, e.code\n"
+        "print('LOADED' if any(m.split('.')[0] in ('psycopg', 'psycopg_binary') or "
+        "m == 'taskgate.store.postgres' for m in sys.modules) else 'CLEAN', file=sys.stderr)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(SRC), TASKGATE_SESSION="s1")
+    env.pop("TASKGATE_DATABASE_URL", None)
+    done = subprocess.run([sys.executable, "-c", probe], cwd=repo.path, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().endswith("CLEAN"), done.stderr
