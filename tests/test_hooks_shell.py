@@ -191,3 +191,110 @@ def test_scripts_that_cannot_be_read_make_the_analysis_incomplete(tmp_path: Path
     loop = tmp_path / "loop.sh"
     loop.write_text("bash loop.sh\n")
     assert not analyse("bash loop.sh", str(tmp_path)).complete  # nesting bound
+
+
+# -- issue 15: the grammar, expansion, programs and the budget ---------------------------------
+
+
+def unbounded(command: str, cwd: str = CWD) -> bool:
+    """Whether some program on the line may write anything."""
+    return bool(analyse(command, cwd, home="/home/u").unbounded)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "{ touch x; }",
+        "if true; then touch x; fi",
+        "if false; then :; elif true; then :; else touch x; fi",
+        "until touch x; do :; done",
+        "while false; do :; done; touch x",
+        "for f in a b; do touch x; done",
+        "case a in a) touch x;; esac",
+        "f() { touch x; }; f",
+        "function g { touch x; }; g",
+        "! touch x",
+        "[[ -e y ]] || touch x",
+        "(( 1 )) && touch x",
+        "time touch x",
+    ],
+)
+def test_compound_commands_are_walked(command: str) -> None:
+    assert writes(command) == {"/r/x"}, command
+
+
+def test_a_function_body_runs_where_it_is_called(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    assert writes(f"f() {{ touch x; }}; cd {tmp_path}/sub && f") == {f"{tmp_path}/sub/x"}
+    assert writes("f() { touch x; }") == set()  # defined, never called
+
+
+def test_ansi_c_quoting_and_line_continuations_are_decoded() -> None:
+    assert writes("echo > $'\\x2e\\x2e'/x") == {"/x"}
+    assert writes("echo > $'\\056'/y") == {"/r/y"}
+    assert writes("touch READ\\\nME.md") == {"/r/README.md"}
+    assert writes("touch {a,b}.txt") == {"/r/a.txt", "/r/b.txt"}
+
+
+def test_paths_are_physical_and_follow_links_made_on_the_line(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    (target / "inner").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(target / "inner")
+    cwd = str(tmp_path)
+    assert writes("touch link/../x", cwd) == {f"{target}/x"}  # as the kernel resolves it
+    made = analyse(f"ln -s {target} l2 && touch l2/y", cwd)
+    assert f"{target}/y" in made.writes
+    assert writes("cd -P link && touch z", cwd) == {f"{target}/inner/z"}
+
+
+def test_cd_minus_pushd_and_popd() -> None:
+    assert writes("cd /tmp && cd - && touch x") == {"/r/x"}
+    assert writes("pushd /tmp && popd && touch x") == {"/r/x"}
+    assert not analyse("popd; touch x", CWD).complete  # nothing was pushed on this line
+
+
+def test_programs_are_read_only_only_when_known_to_be() -> None:
+    for reader in ("git status", "/usr/bin/git log", ".venv/bin/python -m pytest -q", "ls -la",
+                   "python3 -c 'print(open(\"a\").read())'", "node -e 'console.log(1)'",
+                   "make -n", "grep -rn x . | sort | uniq -c", "awk '$3 > 1' f"):  # fmt: skip
+        found = analyse(reader, CWD)
+        assert found.reads_only or (not found.unbounded and not found.writes), reader
+    for writer in ("make", "./configure", "python3 tool.py", "perl -e 'unlink 1'",
+                   "python3 -c \"import os; os.replace('a', 'b')\"", "git -c alias.x='!sh' x",
+                   "npm install", "cargo run", "vim -es f"):  # fmt: skip
+        assert unbounded(writer), writer
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("sed -Ei s/a/b/ f", {"/r/f"}),
+        ("sed -n 'w out' f", {"/r/out"}),
+        ("sort -o out in", {"/r/out"}),
+        ("uniq in out", {"/r/out"}),
+        ("find . -fprint out", {"/r/out"}),
+        ("cp --target-directory=d a", {"/r/d", "/r/d/a"}),
+        ("tar -cf out.tar src", {"/r/out.tar"}),
+        ("flock lock touch x", {"/r/lock", "/r/x"}),
+        ("setsid touch x", {"/r/x"}),
+        ("env -C /tmp touch x", {"/tmp/x"}),
+        ("script -qc true log", {"/r/log"}),
+        ("git format-patch -1 -o out", set()),
+    ],
+)
+def test_writing_options_are_modelled(command: str, expected: set[str]) -> None:
+    assert writes(command) == expected, command
+
+
+def test_tar_x_and_find_delete_may_write_below_a_directory() -> None:
+    assert analyse("tar -C d -xf a.tar", CWD).dir_writes == {"/r/d"}
+    assert analyse("unzip a.zip -d out", CWD).dir_writes == {"/r/out"}
+    assert analyse("git format-patch -1 -o out", CWD).dir_writes == {"/r/out"}
+
+
+def test_the_budget_stops_fan_out_and_megabyte_lines() -> None:
+    assert analyse("; ".join(f"cd x{i}" for i in range(19)) + "; touch f", CWD).budget
+    assert analyse("echo " + "a" * (5 * 1024 * 1024), CWD).budget
+    assert analyse("touch " + "{a,b}" * 20, CWD).budget
+    assert analyse("( " * 3000 + "true" + " )" * 3000, CWD).budget
+    assert not analyse("cd /tmp; cd /; cd /tmp; touch f", CWD).budget

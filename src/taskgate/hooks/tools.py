@@ -160,7 +160,8 @@ def _script(st: State, args: list[Word]) -> None:
     i = 0
     while i < len(args):
         t = args[i].text
-        if t in ("-c", "--command") and i + 1 < len(args):
+        short = t.startswith("-") and not t.startswith("--") and t.endswith("c")
+        if (t in ("-c", "--command") or short) and i + 1 < len(args):
             code = args[i + 1]
             i += 2
             continue
