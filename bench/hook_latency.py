@@ -293,6 +293,9 @@ def http_rows(rounds: int) -> None:
                 rows[f"HTTP: {name}"].append(_post(port, "PreToolUse", body, secret))
             rows[keep].append(_post(port, "PreToolUse", edit, secret, conn))
         conn.close()
+        # Back to back, no process started in between (a tool-call burst of an agent).
+        burst = "HTTP, 200 calls back to back (Edit case)"
+        rows[burst] = [_post(port, "PreToolUse", edit, secret) for _ in range(200)]
     finally:
         server.terminate()
         server.wait(timeout=10)
