@@ -3,7 +3,8 @@
 # is the README's test command and what .ci/run runs):
 #   - system packages: git, bubblewrap (agent confinement), socat, Node.js + npm (the real
 #     clients), Debian's chromium + chromium-driver (the dashboard's browser test), tmux
-#     (the Codex terminal UI test);
+#     (the Codex terminal UI test), postgresql (the PostgreSQL store's tests start a
+#     throwaway cluster of their own; no service is started here);
 #   - the real Claude Code and Codex CLIs, pinned, from the npm registry into a cache outside
 #     the repository ($TASKGATE_CLIENTS_DIR);
 #   - the virtualenv .venv with taskgate and its test extras.
@@ -18,7 +19,7 @@ CODEX_VERSION=0.169.0
 say() { printf 'setup-tests: %s\n' "$*" >&2; }
 
 # -- system packages ----------------------------------------------------------------------------
-packages=(git bubblewrap socat chromium chromium-driver tmux)
+packages=(git bubblewrap socat chromium chromium-driver tmux postgresql)
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 missing=()
