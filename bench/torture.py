@@ -143,6 +143,14 @@ def _agent_commit(repo: Path, task: str, agent: str, rng: random.Random) -> None
     _git(wt, "commit", "-q", "-m", f"[agent:{agent}] {task} work")
 
 
+def _write(path: Path, text: str) -> None:
+    """An agent's careful write (temp file + rename): a kill never leaves half a task.md,
+    which would be the agent's own corruption, not what the harness measures."""
+    tmp = path.with_name(f".{path.name}.worker")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def _behind(repo: Path, task: str) -> bool:
     """main has commits the task branch lacks (another task completed): rebase first."""
     return _git(repo, "merge-base", "--is-ancestor", "main", task).returncode == 1
@@ -190,7 +198,7 @@ def _worker_ops(repo: Path, task: str, rng: random.Random, *, calm: bool = False
         choice = rng.random() if not calm else 0.0
         if choice < 0.6:
             for agent in agents:
-                (task_dir / f"{task}-{agent}-requirements.md").write_text(REPORT)
+                _write(task_dir / f"{task}-{agent}-requirements.md", REPORT)
             return [["agent", "set", task, a, "COMPLETE"] for a in agents] + [
                 ["transition", task, "SYNTHESIS"]
             ]
@@ -201,7 +209,7 @@ def _worker_ops(repo: Path, task: str, rng: random.Random, *, calm: bool = False
         task_md = task_dir / "task.md"
         text = task_md.read_text() if task_md.exists() else ""
         if "## Implementation Plan" not in text:
-            task_md.write_text(text + PLAN)
+            _write(task_md, text + PLAN)
         return [
             ["present", task],
             ["approve", task, "plan"],
@@ -436,7 +444,12 @@ def check(repo: Path, seen: Seen, report: Report, *, fsck: bool) -> list[str]:
     objects = reachable(repo)
     lost = seen.objects - objects
     if lost:
-        found.append(f"{len(lost)} objects became unreachable, e.g. {sorted(lost)[:3]}")
+        what = [
+            f"{sha[:12]} {_git(repo, 'cat-file', '-t', sha).stdout.strip()} "
+            f"{_git(repo, 'cat-file', '-p', sha).stdout[:80]!r}"
+            for sha in sorted(lost)[:3]
+        ]
+        found.append(f"{len(lost)} objects became unreachable, e.g. {what}")
     seen.objects = objects
     report.finished = sorted(finished)
     if fsck:
