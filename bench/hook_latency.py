@@ -214,6 +214,22 @@ def engine_hooks(rounds: int) -> None:
             body = json.dumps({**data, "hook_event_name": event})
             rows[name].append(timed([sys.executable, "-S", launcher, event], repo, body))
     floor = statistics.median(rows["python3 -c pass"])
+    selfs = []
+    for _ in range(5):  # protocol/messages.py's own import time (its regexes: issue 18)
+        out = (
+            subprocess.run(
+                [sys.executable, "-X", "importtime", "-c", "import taskgate.protocol.messages"],
+                env=env(),
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            .stderr.strip()
+            .splitlines()[-1]
+        )
+        selfs.append(int(out.split(":", 1)[1].split("|")[0]))
+    own = statistics.median(selfs) / 1000
+    print(f"import of taskgate.protocol.messages, self time: {own:.1f} ms")
     print(f"engine-path command hooks (issue 18), {rounds} rounds, {launcher}")
     print(f"{'case':52} {'median ms':>10} {'/ python':>9}")
     for name, values in rows.items():

@@ -36,6 +36,7 @@ def main() -> int:
     print(f"transition (forward)      median {median_ms(forward):7.1f} ms")
     print(f"transition (backward)     median {median_ms(backward):7.1f} ms")
     print(f"transition / python ratio {median_ms(both) / median_ms(base):7.2f}")
+    parser_cost()
     for label, argv in (
         ("taskgate --help", ["--help"]),
         ("taskgate transition", ["transition", "task-0", "REQUIREMENTS"]),
@@ -56,6 +57,25 @@ def main() -> int:
             f"({ours / 1000:.1f} ms in taskgate modules)"
         )
     return 0
+
+
+def parser_cost() -> None:
+    """In-process: building the whole CLI parser vs only the command being run (issue 18)."""
+
+    code = (
+        "import statistics, time\n"
+        "from taskgate.cli import main as m\n"
+        "m._parser()\n"
+        "for label, only in (('whole parser', None), ('transition only', 'transition')):\n"
+        "    ts = []\n"
+        "    for _ in range(30):\n"
+        "        t = time.perf_counter(); m._parser(only); ts.append(time.perf_counter() - t)\n"
+        "    print(f'parser construction, {label:16} {statistics.median(ts) * 1000:6.2f} ms')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env(), capture_output=True, text=True, check=False
+    )
+    print(out.stdout.rstrip() or f"parser construction: not measured ({out.stderr[-200:]})")
 
 
 if __name__ == "__main__":
