@@ -17,6 +17,7 @@ import pytest
 
 import pgserver
 from conftest import SRC, make_repo
+from flow import to_requirements
 from taskgate.errors import EXIT_ENVIRONMENT, Locked
 from taskgate.store import snapshot
 from taskgate.store.base import Conflict, Store
@@ -307,3 +308,62 @@ def test_embedded_cli_never_imports_psycopg(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().endswith("CLEAN"), done.stderr
+
+
+# -- the CLI end to end on PostgreSQL --------------------------------------------------------
+
+
+def test_cli_init_start_classify_transition_on_postgres(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TASKGATE_DATABASE_URL", url)
+    repo = make_repo(tmp_path / "r")
+    assert not (repo.path / ".taskgate" / "state.db").exists()  # nothing embedded
+    to_requirements(repo, "add-login")
+    status = repo.ok("status", "add-login", "--json").json()
+    assert status["state"] == "REQUIREMENTS" and status["session_id"] == "s1"
+    # The truth is in PostgreSQL: read it there, not through taskgate.
+    with psycopg.connect(url) as conn:
+        state, host, fence = conn.execute(
+            "SELECT state, host, fence FROM tasks WHERE name = 'add-login'"
+        ).fetchone()  # type: ignore[misc]
+        kinds = [r[0] for r in conn.execute("SELECT kind FROM events ORDER BY seq")]
+    assert state == "REQUIREMENTS" and fence == 1 and host
+    assert kinds[0] == "claimed" and "transition" in " ".join(kinds)
+    # Another session on this machine cannot claim it (R-LCK-01), exit 3.
+    assert repo.run("start", "add-login", session="s2").code == 3
+    audit = repo.run("audit", "add-login")
+    assert audit.code == 0, audit.out + audit.err
+
+
+def test_cli_postgres_stopped_mid_run_is_exit_6_then_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = pgserver.start_server()
+    try:
+        url = server.fresh_database()
+        monkeypatch.setenv("TASKGATE_DATABASE_URL", url)
+        repo = make_repo(tmp_path / "r")
+        repo.ok("start", "add-login")
+        server.stop("immediate")
+        down = repo.run("classify", "add-login", cwd=repo.worktree("add-login"))
+        assert down.code == EXIT_ENVIRONMENT, down.out + down.err
+        assert "cannot reach PostgreSQL database" in down.err and "hint" in down.err.lower()
+        server.start()
+        repo.ok("classify", "add-login", cwd=repo.worktree("add-login"))
+        assert repo.ok("status", "add-login", "--json").json()["state"] == "CLASSIFIED"
+    finally:
+        pgserver.remove(server)
+
+
+def test_password_in_taskgate_toml_is_refused(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path / "r")
+    config = (repo.path / "taskgate.toml").read_text()
+    (repo.path / "taskgate.toml").write_text(
+        config + '\n[store]\nurl = "postgresql://alice:hunter2@db.example/taskgate"\n'
+    )
+    done = repo.run("status", "--json")
+    assert done.code == 2, done.out + done.err
+    assert "carries a password" in done.out and "hunter2" not in done.out + done.err

@@ -24,7 +24,7 @@ from taskgate.protocol import audit_records as ar
 from taskgate.protocol.states import State
 from taskgate.store.base import StoreCorrupt
 from taskgate.store.records import GENESIS_HASH, TaskSnapshot, event_hash
-from taskgate.store.sqlite import SqliteStore
+from taskgate.store.select import open_store
 
 _DONE = (State.COMPLETE.value, State.CLEANUP.value)
 
@@ -56,7 +56,7 @@ def read_snapshots(ws: Workspace, task: str | None) -> list[TaskSnapshot]:
     """Snapshots from a read-only store connection (never migrates, never writes)."""
     require_initialized(ws)
     try:
-        store = SqliteStore(ws.db_path, read_only=True)
+        store = open_store(ws, timeout=60.0, read_only=True)  # SQLite or PostgreSQL (issue 20)
     except StoreCorrupt as exc:
         raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
     names = [task] if task else [p.parent.name for p in ws.tasks_root.glob("*/task.json")]

@@ -174,7 +174,7 @@ class Config:
 
 _SECTIONS = {
     "workspace", "protocol", "validation", "cleanup", "risk", "agents", "run", "spec", "hooks",
-    "worktree",
+    "worktree", "store",  # [store] url: store/select.py (issue 20)
 }  # fmt: skip
 
 

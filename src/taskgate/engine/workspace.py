@@ -91,7 +91,16 @@ class Workspace:
     @property
     def initialized(self) -> bool:
         """True once `taskgate init` created the state directory."""
+        if self.uses_database_server:  # issue 20: no state.db; init's marker on this machine
+            return self.store_marker.exists()
         return self.db_path.exists()
+
+    @property
+    def uses_database_server(self) -> bool:
+        """The store is a team's PostgreSQL (store/select.py), not `.taskgate/state.db`."""
+        from taskgate.store.select import uses_database_server
+
+        return uses_database_server(self.config.text)
 
     @property
     def store_marker(self) -> Path:
@@ -119,6 +128,8 @@ def find_workspace(start: Path) -> Workspace:
 
 def store_problem(ws: Workspace) -> str | None:
     """A store that once existed and is now missing or empty (zero bytes), else None."""
+    if ws.uses_database_server:  # issue 20: PostgreSQL reports its own faults
+        return None
     try:
         size = ws.db_path.stat().st_size
     except FileNotFoundError:

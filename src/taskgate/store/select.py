@@ -73,6 +73,20 @@ def database_url(config_text: str, where: str = "taskgate.toml") -> str | None:
     return url
 
 
+def uses_database_server(config_text: str) -> bool:
+    """True when this workspace's store is PostgreSQL (cheap: no TOML parse, no psycopg).
+    Such a workspace has no `.taskgate/state.db`; `taskgate init` on each machine writes
+    `.taskgate/store-created` and the hook snapshot beside it."""
+    if os.environ.get(ENV_VAR, "").strip():
+        return True
+    if "[store]" not in config_text:
+        return False
+    try:
+        return _config_url(config_text, "taskgate.toml") is not None
+    except UsageError:
+        return True  # a bad [store] table: opening the store reports it
+
+
 def open_store(ws: Workspace, *, timeout: float, read_only: bool = False) -> Store:
     """The workspace's store: PostgreSQL when a URL is configured, else SQLite."""
     url = database_url(ws.config.text, str(ws.config.path or "taskgate.toml"))
