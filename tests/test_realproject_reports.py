@@ -167,3 +167,33 @@ def test_not_junit_is_an_error() -> None:
         tr.parse_junit_xml("<html/>")
     with pytest.raises(ValueError):
         tr.parse_jest_json("[]")
+
+
+def test_routing_follows_the_files_to_the_agents_that_changed_them(tmp_path: Path) -> None:
+    """engine/failures.py: a failure naming a file goes to the agent whose commit changed it;
+    one naming nothing of the task's goes to the task's committers; `unknown` stays rare."""
+    from conftest import make_repo
+    from flow import PASSING_BUILD, to_validation
+    from taskgate.engine import failures
+    from taskgate.engine.core import Engine
+    from taskgate.engine.workspace import find_workspace
+    from taskgate.protocol.buildfail import BuildFailure
+
+    repo = make_repo(tmp_path / "r", config=PASSING_BUILD)
+    to_validation(repo, "add-login")  # quality committed src/auth/login.py on the branch
+    engine = Engine(find_workspace(repo.path), session_id="s1", cwd=repo.path)
+    try:
+        snap = engine.require_snapshot("add-login")
+        named = tr.TestFailure("tests/test_login.py::test_ok", "boom",
+                               files=("src/auth/login.py",))  # fmt: skip
+        elsewhere = tr.TestFailure("tests/test_other.py::test_x", "boom", files=("README.md",))
+        build = BuildFailure(FailureType.TEST, "test", "2 failing tests",
+                             failures=(named, elsewhere))  # fmt: skip
+        routing = failures.route(engine, snap, build)
+        assert routing.agents == {"quality": [named, elsewhere]}
+        assert routing.why["quality"] == {"src/auth/login.py"}
+        assert routing.unrouted == []
+        text = failures.feedback_text(build, routing.agents["quality"], routing.why["quality"])
+        assert "test_ok: boom" in text and "src/auth/login.py" in text
+    finally:
+        engine.close()
