@@ -475,3 +475,28 @@ def test_property_r_ckp_17_resumption_never_implies_approval(
     words: list[str], checkpoint: Checkpoint
 ) -> None:
     assert kind(" ".join(words), checkpoint) is K.AMBIGUOUS
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the first attempt failed the API signature test; keep the signature of split unchanged "
+        "and only raise ValueError for an empty separator",
+        "Keep the old function name please",
+        "don't change the public API",
+        "instead raise a ValueError",
+    ],
+)
+def test_plain_language_change_requests_issue_17(text: str) -> None:
+    verdict = classify_message(
+        text, state=State.AWAITING_USER_APPROVAL, checkpoint=Checkpoint.CHANGES
+    )
+    assert verdict.kind is MessageKind.CHANGE_REQUEST and verdict.feedback == text
+
+
+@pytest.mark.parametrize("text", ["keep waiting", "keep going", "LGTM", "approved"])
+def test_keep_and_approvals_are_not_change_requests(text: str) -> None:
+    verdict = classify_message(
+        text, state=State.AWAITING_USER_APPROVAL, checkpoint=Checkpoint.CHANGES
+    )
+    assert verdict.kind is not MessageKind.CHANGE_REQUEST
