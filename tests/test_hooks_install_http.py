@@ -108,3 +108,38 @@ def test_autostart_leaves_a_listening_port_alone_and_reports_a_failed_start(
     message = json.loads(failed.stdout)["systemMessage"]
     assert "taskgate serve did not start" in message and "block" in message
     assert (tmp_path / "state" / "autostart.log").read_text().strip()
+
+
+def test_two_sessions_starting_at_once_share_one_server(repo: Repo, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    state = tmp_path / "state"
+    argv = [sys.executable, "-S", str(AUTOSTART), "--repo", str(repo.path), "--port", str(port)]
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    starters = [
+        subprocess.Popen([*argv, "--state-dir", str(state)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, env=env)
+        for _ in range(2)
+    ]  # fmt: skip
+    outs = [p.communicate("{}", timeout=60)[0] for p in starters]
+    info = next(state.glob("serve/*/server.json"))
+    pid = json.loads(info.read_text())["pid"]
+    try:
+        assert [p.returncode for p in starters] == [0, 0]
+        assert outs == ["", ""], outs  # both found a server answering: no false alarm
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+        pids = {json.loads(f.read_text())["pid"] for f in state.glob("serve/*/server.json")}
+        assert pids == {pid}
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(100):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)

@@ -70,8 +70,8 @@ def start(repo: Path, port: int, state_dir: Path, wait_s: float = WAIT_S) -> str
     while time.monotonic() < deadline:
         if listening(port):
             return ""
-        if proc.poll() is not None:
-            break
+        if proc.poll() is not None:  # e.g. a second session's server lost the race: the
+            deadline = min(deadline, time.monotonic() + 2.0)  # first one may still be binding
         time.sleep(0.05)
     tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
     return (
