@@ -298,6 +298,12 @@ def http_rows(rounds: int) -> None:
         keep = "HTTP, kept-alive connection (Edit case)"
         rows[keep] = []
         edit = cases["Edit in the task worktree (snapshot read)"]
+        # The engine path: PostToolUse after that Edit records it (an engine step) warm.
+        after = json.dumps({**json.loads(edit), "hook_event_name": "PostToolUse",
+                            "tool_response": {}})  # fmt: skip
+        post = "PostToolUse after that Edit (engine step)"
+        rows[f"command: {post}"] = []
+        rows[f"HTTP: {post}"] = []
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         for body in cases.values():  # warm: first requests import the hook modules
             for _ in range(5):
@@ -308,6 +314,8 @@ def http_rows(rounds: int) -> None:
                 rows[f"command: {name}"].append(timed(command, repo, body))
                 rows[f"HTTP: {name}"].append(_post(port, "PreToolUse", body, secret))
             rows[keep].append(_post(port, "PreToolUse", edit, secret, conn))
+            rows[f"command: {post}"].append(timed(installed_command("PostToolUse"), repo, after))
+            rows[f"HTTP: {post}"].append(_post(port, "PostToolUse", after, secret))
         conn.close()
         # Back to back, no process started in between (a tool-call burst of an agent).
         burst = "HTTP, 200 calls back to back (Edit case)"
