@@ -1,20 +1,13 @@
-"""Shell tokens and word expansion for the Bash analyser (taskgate.hooks.shell), issue 15.
+"""Shell tokens for the Bash analyser (taskgate.hooks.shell), issue 15.
 
 `tokenize(text, budget)` splits a command line into words (kept raw, exactly as written),
 operators and redirections, with here-document bodies attached to their redirection; the
-grammar (hooks/grammar.py) builds commands from them. `Expander.expand(raw)` turns one raw word
-into its value when the shell's value can be known at analysis time (quotes, escapes, ANSI-C
-`$'\\x2e'`, backslash-newline, `~`, `~-`, variables assigned earlier on the line), else marks
-it unknown; the commands inside `$(...)`, backticks and process substitutions are handed to
-the analyser. Everything is bounded by a `Budget`: a command that would cost more than the
-budget is not judged piecemeal, it is reported as over budget.
+grammar (hooks/grammar.py) builds commands from them and hooks/expand.py gives each raw word
+its value when it is walked. Everything is bounded by a `Budget`: a command that would cost
+more than the budget is not judged piecemeal, it is reported as over budget.
 """
 
 from __future__ import annotations
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    pass
 
 OPERATORS = ("&&", "||", "|&", ";;&", ";;", ";&", "&", "|", ";", "(", ")")
 REDIRECTS = ("<<<", "<<-", "<<", "<>", ">>", ">|", ">&", "<&", "&>>", "&>", ">", "<")
