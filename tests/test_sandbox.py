@@ -506,3 +506,22 @@ def test_a_tasks_root_outside_the_repository(tmp_path: Path) -> None:
     assert ws.report_path(TASK, arena.agent).read_text() == "r " * 80
     assert git(repo.path, "log", "-1", "--format=%s", f"{TASK}-{arena.agent}").endswith("ok")
     assert fingerprint(ws.db_path) == store and result.ok, result.reason
+
+
+def test_private_copies_of_a_killed_run_are_reaped(arena: Arena) -> None:
+    import subprocess
+    import tempfile
+
+    from taskgate.agents.sandbox import _scratch_root
+
+    child = subprocess.Popen(["true"])
+    child.wait()  # its pid is free now
+    root = Path(_scratch_root() or tempfile.gettempdir())
+    stale = Path(tempfile.mkdtemp(prefix="taskgate-sandbox-", dir=root))
+    (stale / ".pid").write_text(str(child.pid))
+    (stale / "git").mkdir()
+    invoke(arena.request("true"))
+    assert not stale.exists()
+    assert not list(root.glob("taskgate-sandbox-*/.pid")) or all(
+        int(p.read_text()) != os.getpid() for p in root.glob("taskgate-sandbox-*/.pid")
+    )  # and the invocation removed its own

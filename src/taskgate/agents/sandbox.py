@@ -62,6 +62,8 @@ HOME_COPIES = (
     ".codex/auth.json",
 )
 _SOCKETS = ("/run/docker.sock", "/var/run/docker.sock")
+_PREFIX = "taskgate-sandbox-"
+_OWNER = ".pid"  # in each scratch directory: the process that made it
 _DROPPED_ENV = ("DBUS_SESSION_BUS_ADDRESS", "SSH_AUTH_SOCK")  # their sockets are hidden
 _MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 
@@ -189,7 +191,10 @@ def confine(
     """A Jail for `cmd` in `worktree` (on `branch`); `outputs` are the files it may write
     outside the worktree, `writable_dirs` directories it writes in place (a backend's own
     private directory). The private copies are removed when the block ends."""
-    scratch = Path(tempfile.mkdtemp(prefix="taskgate-sandbox-", dir=_scratch_root()))
+    root = _scratch_root()
+    _reap(Path(root or tempfile.gettempdir()))
+    scratch = Path(tempfile.mkdtemp(prefix=_PREFIX, dir=root))
+    (scratch / _OWNER).write_text(str(os.getpid()), encoding="utf-8")
     spec = _Spec(tuple(cmd), env, worktree.resolve(), branch, tuple(outputs), tuple(readable),
                  tuple(writable_dirs))  # fmt: skip
     try:
@@ -209,6 +214,18 @@ class _Spec:
     outputs: tuple[Path, ...]
     readable: tuple[Path, ...]
     writable_dirs: tuple[Path, ...]
+
+
+def _reap(root: Path) -> None:
+    """Remove the private copies of runs whose process is gone (killed before its cleanup)."""
+    for scratch in root.glob(f"{_PREFIX}*"):
+        try:
+            pid = int((scratch / _OWNER).read_text(encoding="utf-8"))
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(scratch, ignore_errors=True)
+        except (OSError, ValueError):
+            continue  # another user's, or being created right now
 
 
 def _scratch_root() -> str | None:
