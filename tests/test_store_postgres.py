@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 import pgserver
-from conftest import SRC, make_repo
+from conftest import SRC, Repo, make_repo
 from flow import to_requirements
 from taskgate.errors import EXIT_ENVIRONMENT, Locked
 from taskgate.store import snapshot
@@ -367,3 +367,40 @@ def test_password_in_taskgate_toml_is_refused(
     done = repo.run("status", "--json")
     assert done.code == 2, done.out + done.err
     assert "carries a password" in done.out and "hunter2" not in done.out + done.err
+
+
+def test_R_LCK_01_thirty_cli_sessions_on_three_clones_one_owner(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three clones of one repository ("machines": separate worktrees, .taskgate and views)
+    share one database: 30 `taskgate start` processes race for one task, one wins."""
+    monkeypatch.setenv("TASKGATE_DATABASE_URL", url)
+    origin = make_repo(tmp_path / "origin")
+    clones = [origin]
+    for i in (1, 2):
+        path = tmp_path / f"machine-{i}"
+        subprocess.run(["git", "clone", "-q", str(origin.path), str(path)], check=True)
+        clone = Repo(path)
+        clone.ok("init")
+        clones.append(clone)
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "taskgate", "start", "add-login", "--json"],
+            cwd=clones[i % 3].path, env=dict(env, TASKGATE_SESSION=f"s{i}"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for i in range(30)
+    ]  # fmt: skip
+    results = [(*p.communicate(timeout=300), p.returncode) for p in procs]
+    codes = [code for _, _, code in results]
+    assert codes.count(0) == 1 and codes.count(3) == 29, results
+    winner = codes.index(0)
+    with psycopg.connect(url) as conn:
+        owners = conn.execute("SELECT session_id, fence FROM tasks").fetchall()
+        claims = conn.execute("SELECT COUNT(*) FROM events WHERE kind = 'claimed'").fetchone()
+    assert owners == [(f"s{winner}", 1)] and claims == (1,)
+    for i, clone in enumerate(clones):  # only the winner's machine made the worktree
+        assert clone.worktree("add-login").exists() == (i == winner % 3)
+        seen = clone.ok("status", "add-login", "--json", session=None).json()
+        assert seen["session_id"] == f"s{winner}"  # every machine sees the one owner
