@@ -51,7 +51,10 @@ def run_git(
     else:
         actions.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0))
     try:
-        pid = os.posix_spawnp("git", ["git", "-C", cwd, *args], env, file_actions=actions)
+        # No fsmonitor and no hooks: a configured one would run a program of the agent's.
+        safe = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"]
+        argv = ["git", "-C", cwd, *safe, *args]
+        pid = os.posix_spawnp("git", argv, env, file_actions=actions)
     finally:
         os.close(out_w)
         if stdin is not None:
@@ -78,10 +81,8 @@ def run_git(
 def worktree_print(worktree: str) -> dict[str, Any] | None:
     """HEAD, branch, status entries and dirty-file hashes of one worktree; None when it is
     not a git worktree (gone, or never created)."""
-    code, out = run_git(  # no fsmonitor: a configured one would run a program of the agent's
+    code, out = run_git(
         [
-            "-c",
-            "core.fsmonitor=false",
             "status",
             "--porcelain=v2",
             "-z",
