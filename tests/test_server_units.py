@@ -223,7 +223,12 @@ def test_non_local_binding_needs_the_explicit_flag() -> None:
 # -- the watcher ---------------------------------------------------------------------------------
 
 
-def test_watcher_publishes_the_tasks_a_cli_command_changed(repo: Repo) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "store"])
+def test_watcher_publishes_the_tasks_a_cli_command_changed(repo: Repo, kind: str) -> None:
+    """`SqliteProbe` (data_version) and `StoreProbe` (any Store, e.g. PostgreSQL) alike."""
+    from taskgate.server.watch import StoreProbe
+    from taskgate.store.sqlite import SqliteStore
+
     to_requirements(repo, "add-login")
     hub = Hub()
     loop = asyncio.new_event_loop()
@@ -231,7 +236,14 @@ def test_watcher_publishes_the_tasks_a_cli_command_changed(repo: Repo) -> None:
     thread.start()
     hub.bind(loop)
     ws_db = repo.path / ".taskgate" / "state.db"
-    watcher = Watcher(lambda: SqliteProbe(ws_db, (repo.path / "todo.md",)), hub, interval=0.01)
+    files = (repo.path / "todo.md",)
+    watcher = Watcher(
+        (lambda: SqliteProbe(ws_db, files))
+        if kind == "sqlite"
+        else (lambda: StoreProbe(SqliteStore(ws_db, read_only=True), files)),
+        hub,
+        interval=0.01,
+    )
 
     async def subscribe() -> asyncio.Queue[dict[str, object] | None]:
         return hub.subscribe()

@@ -19,7 +19,7 @@ from taskgate.engine.core import Engine
 from taskgate.engine.workspace import Workspace, find_workspace, require_initialized
 from taskgate.server.board import CardCache
 from taskgate.server.security import Gate
-from taskgate.server.watch import Hub, SqliteProbe, Watcher
+from taskgate.server.watch import Hub, Probe, Watcher, probe_for
 
 T = TypeVar("T")
 
@@ -34,7 +34,7 @@ class ServerContext:
     _write: Engine | None = None
     _read_lock: threading.Lock = field(default_factory=threading.Lock)
     _write_lock: threading.Lock = field(default_factory=threading.Lock)
-    _probe: SqliteProbe | None = None
+    _probe: Probe | None = None
     _probe_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -68,8 +68,7 @@ class ServerContext:
         """Changes whenever the store, todo.md or changelog.md change (for caching pages)."""
         with self._probe_lock:
             if self._probe is None:
-                ws = self.ws
-                self._probe = SqliteProbe(ws.db_path, (ws.todo_path, ws.changelog_path))
+                self._probe = probe_for(self.ws)[0]()
             try:
                 return self._probe.token()
             except Exception:

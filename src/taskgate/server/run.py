@@ -187,7 +187,7 @@ def serve(
     from taskgate.server.app import build_app
     from taskgate.server.context import Server, ServerContext
     from taskgate.server.security import Gate, allowed_hosts
-    from taskgate.server.watch import Hub, SqliteProbe, Watcher
+    from taskgate.server.watch import Hub, Watcher, probe_for
 
     ws = find_workspace(options.repo)
     require_initialized(ws)
@@ -206,11 +206,8 @@ def serve(
         )
         gate = Gate(token, allowed_hosts(options.host, port, extra))
         hub = Hub()
-        watcher = Watcher(
-            lambda: SqliteProbe(ws.db_path, (ws.todo_path, ws.changelog_path)),
-            hub,
-            interval=options.watch_interval,
-        )
+        probe, every = probe_for(ws)
+        watcher = Watcher(probe, hub, interval=max(every, options.watch_interval))
         hook_secret = secret.load_or_create(directory / "hook-secret")
         app = build_app(Server(ctx, gate, hub, watcher), extra_routes=hookdoor.routes(hook_secret))
         atomic_write(

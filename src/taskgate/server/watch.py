@@ -50,14 +50,7 @@ class SqliteProbe:
 
     def token(self) -> object:
         version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-        stamps = []
-        for f in self._files:
-            try:
-                st = f.stat()
-                stamps.append((st.st_mtime_ns, st.st_size))
-            except OSError:
-                stamps.append((0, 0))
-        return (version, tuple(stamps))
+        return (version, _stamps(self._files))
 
     def task_seqs(self) -> dict[str, int]:
         rows = self._conn.execute("SELECT name, seq FROM tasks").fetchall()
@@ -65,6 +58,52 @@ class SqliteProbe:
 
     def close(self) -> None:
         self._conn.close()
+
+
+class StoreProbe:
+    """Any store through the Store interface (PostgreSQL, issue 20): every task's seq plus the
+    files' stamps. A whole read per probe, so it is polled less often than `SqliteProbe`; a
+    step that appends events without touching its task row is seen with the next one that
+    does (every protocol step touches it)."""
+
+    def __init__(self, store: Any, files: tuple[Path, ...]) -> None:
+        self._store = store
+        self._files = files
+        self._seqs: dict[str, int] = {}
+
+    def token(self) -> object:
+        with self._store.read() as tx:
+            self._seqs = {r.name: r.seq for r in tx.tasks()}
+        return (tuple(sorted(self._seqs.items())), _stamps(self._files))
+
+    def task_seqs(self) -> dict[str, int]:
+        return dict(self._seqs)
+
+    def close(self) -> None:
+        self._store.close()
+
+
+def _stamps(files: tuple[Path, ...]) -> tuple[tuple[int, int], ...]:
+    stamps = []
+    for f in files:
+        try:
+            st = f.stat()
+            stamps.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            stamps.append((0, 0))
+    return tuple(stamps)
+
+
+def probe_for(ws: Any) -> tuple[Callable[[], Probe], float]:
+    """The cheapest probe for this workspace's store, and how often to call it (seconds)."""
+    from taskgate.store.select import uses_database_server
+
+    files = (ws.todo_path, ws.changelog_path)
+    if uses_database_server(ws.config.text):
+        from taskgate.store.select import open_store
+
+        return (lambda: StoreProbe(open_store(ws, timeout=5, read_only=True), files)), 0.25
+    return (lambda: SqliteProbe(ws.db_path, files)), 0.02
 
 
 @dataclass
