@@ -71,13 +71,25 @@ def collect(conn: Any, loads: Callable[[str], Any]) -> dict[str, Any]:
     return {"format": FORMAT, "tasks": tasks}
 
 
+# path -> (the file's text, its parsed content): a long-lived reader (the HTTP hooks of
+# `taskgate serve`, issue 18) parses each version once; the text is still read and compared
+# every time (a memcmp), so a changed file is never answered from an old parse.
+_PARSED: dict[str, tuple[str, dict[str, Any]]] = {}
+
+
 def read(state_dir: str, loads: Callable[[str], Any]) -> dict[str, Any] | None:
-    """The snapshot file's content when it is there and has the expected shape, else None."""
+    """The snapshot file's content when it is there and has the expected shape, else None.
+    Callers must not change the returned dict (it may be the cached parse)."""
     import os
 
+    path = os.path.join(state_dir, FILE_NAME)
     try:
-        with open(os.path.join(state_dir, FILE_NAME), encoding="utf-8") as handle:
-            data = loads(handle.read())
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        cached = _PARSED.get(path)
+        if cached is not None and cached[0] == text:
+            return cached[1]
+        data = loads(text)
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -85,6 +97,7 @@ def read(state_dir: str, loads: Callable[[str], Any]) -> dict[str, Any] | None:
     tasks = data.get("tasks")
     if not isinstance(tasks, list) or not all(_well_formed(t) for t in tasks):
         return None
+    _PARSED[path] = (text, data)
     return data
 
 
