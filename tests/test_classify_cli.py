@@ -103,11 +103,12 @@ def test_R_AGT_20_agent_added_in_implementation_must_complete(repo: Repo) -> Non
     present = agents_of(repo, "add-login")
     new = next(a for a in ("security", "performance", "usability") if a not in present)
     repo.ok("agent", "add", "add-login", new, "--why", "found crypto code")
+    nothing = ("--no-change", "nothing to change")  # R-TRN-14 (issue 17): a commit or this
     for agent in present:
-        repo.ok("agent", "set", "add-login", agent, "COMPLETE", "--done")
+        repo.ok("agent", "set", "add-login", agent, "COMPLETE", "--done", *nothing)
     blocked = repo.run("transition", "add-login", "VALIDATION")
     assert blocked.code == 1 and new in blocked.err and "R-TRN-14" in blocked.err
-    repo.ok("agent", "set", "add-login", new, "COMPLETE", "--done")
+    repo.ok("agent", "set", "add-login", new, "COMPLETE", "--done", *nothing)
     repo.ok("transition", "add-login", "VALIDATION")
 
 
