@@ -404,3 +404,58 @@ def test_R_LCK_01_thirty_cli_sessions_on_three_clones_one_owner(
         assert clone.worktree("add-login").exists() == (i == winner % 3)
         seen = clone.ok("status", "add-login", "--json", session=None).json()
         assert seen["session_id"] == f"s{winner}"  # every machine sees the one owner
+
+
+def _pre_tool_use(repo: Repo, session: str, path: Path) -> str:
+    data = {
+        "hook_event_name": "PreToolUse", "session_id": session, "cwd": str(path.parent),
+        "tool_name": "Write", "tool_input": {"file_path": str(path), "content": "x\n"},
+    }  # fmt: skip
+    done = repo.run("hook", "PreToolUse", stdin=json.dumps(data), session=None)
+    assert done.code == 0, done.err
+    return done.out
+
+
+def test_hook_reads_the_server_so_another_machines_release_counts_at_once(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PreToolUse on a PostgreSQL workspace decides from the server, never from this machine's
+    file, which another machine's write cannot drop (LISTEN/NOTIFY is not built)."""
+    monkeypatch.setenv("TASKGATE_DATABASE_URL", url)
+    a = make_repo(tmp_path / "a")
+    b_path = tmp_path / "b"
+    subprocess.run(["git", "clone", "-q", str(a.path), str(b_path)], check=True)
+    b = Repo(b_path)
+    b.ok("init")
+    a.ok("start", "add-login")
+    target = a.worktree("add-login") / "src" / "login.py"
+    assert "deny" not in _pre_tool_use(a, "s1", target)  # the owner writes its worktree
+    assert "deny" in _pre_tool_use(a, "s2", target)  # another session may not (R-LCK-04)
+    b.ok("release", "add-login", "--force", "--reason", "hand over", session=None)
+    assert "deny" in _pre_tool_use(a, "s1", target)  # released on machine B: denied on A
+    # The server down: the hook fails closed (denies), and says why.
+    monkeypatch.setenv("TASKGATE_DATABASE_URL", url.replace("port=", "port=1"))
+    out = _pre_tool_use(a, "s1", target)
+    assert "deny" in out and "cannot reach PostgreSQL" in out
+
+
+def test_connection_killed_inside_a_step_rolls_back_and_the_store_reconnects(
+    store: PgStore, url: str
+) -> None:
+    with store.write() as tx:
+        tx.insert_task(row("t"))
+    with pytest.raises(StoreUnreachable), store.write() as tx:
+        tx.update_task("t", 1, state="CLASSIFIED")
+        tx.append_event("t", "transition", {"to": "CLASSIFIED"}, "2026-01-01T00:00:01Z")
+        with psycopg.connect(url, autocommit=True) as killer:  # the backend dies mid-step
+            killer.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'taskgate' AND datname = current_database() "
+                "AND pid <> pg_backend_pid()"
+            )
+        tx.add_transition(TransitionRow("t", 0, "INIT", "CLASSIFIED", "2026-01-01T00:00:01Z"))
+    with store.write() as tx:  # the same Store object carries on over a new connection
+        snap = tx.snapshot("t")
+        assert snap is not None and snap.task.state == "INIT" and snap.task.seq == 1
+        assert snap.events == () and snap.transitions == ()  # nothing half-written
+        tx.update_task("t", 1, state="CLASSIFIED")

@@ -111,6 +111,11 @@ def load_actor(layout: Layout, session: str, agent: str) -> Actor:
         with open(db, "rb") as handle:
             header = handle.read(16)
     except OSError:
+        from taskgate.store.select import server_snapshot  # issue 20: PostgreSQL, no state.db
+
+        served = server_snapshot(layout.repo)
+        if served is not None:
+            return actor_from(served, session, agent, orchestrated())
         raise StoreUnreadable(  # e.g. .taskgate/ deleted: still guarded (GOVERNED_MARKER)
             f"the taskgate store {db} is missing; restore .taskgate/ and taskgate.toml (the "
             f"repository stays guarded while .git/{GOVERNED_MARKER} exists)",

@@ -432,19 +432,10 @@ class PgStore(Store):
         self.snapshot_path = state_dir / snapshot.FILE_NAME
         self.timeout = timeout
         self.read_only = read_only
+        self.connect_timeout = connect_timeout
+        self._conn = self._connect()
         try:
-            self._conn: psycopg.Connection[Any] = psycopg.connect(
-                url,
-                autocommit=True,
-                connect_timeout=connect_timeout,
-                application_name="taskgate",
-            )
-        except psycopg.Error as exc:
-            raise _unreachable(url, exc) from None
-        try:
-            if read_only:  # `taskgate audit`: the server itself refuses any write (R-AUD-12)
-                self._conn.execute("SET default_transaction_read_only = on")
-            else:
+            if not read_only:
                 self._migrate()
             self._check_columns()
         except psycopg.OperationalError as exc:
@@ -453,6 +444,29 @@ class PgStore(Store):
         except psycopg.Error as exc:
             self._conn.close()
             raise StoreCorrupt(f"cannot open the store {describe(url)}: {exc}") from exc
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            conn = psycopg.connect(
+                self.url,
+                autocommit=True,
+                connect_timeout=self.connect_timeout,
+                application_name="taskgate",
+            )
+            if self.read_only:  # `taskgate audit`: the server itself refuses any write (R-AUD-12)
+                conn.execute("SET default_transaction_read_only = on")
+        except psycopg.Error as exc:
+            raise _unreachable(self.url, exc) from None
+        return conn
+
+    def _live(self) -> psycopg.Connection[Any]:
+        """The connection, opened again when the last one broke (a server restart, a killed
+        backend): a long-lived owner carries on once PostgreSQL is back."""
+        if self._conn.broken or self._conn.closed:
+            with suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = self._connect()
+        return self._conn
 
     def _check_columns(self) -> None:
         have = {
@@ -503,11 +517,11 @@ class PgStore(Store):
             raise
 
     def schema_version(self) -> int:
-        row = self._conn.execute("SELECT COUNT(*) FROM migrations").fetchone()
+        row = self._live().execute("SELECT COUNT(*) FROM migrations").fetchone()
         return int(row[0]) if row else 0
 
     def _begin_write(self) -> None:
-        c = self._conn
+        c = self._live()
         c.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
         c.execute(f"SET LOCAL lock_timeout = {max(1, int(self.timeout * 1000))}")
         try:
@@ -524,7 +538,7 @@ class PgStore(Store):
     @contextmanager
     def read(self) -> Iterator[Tx]:
         try:
-            self._conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            self._live().execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         except psycopg.OperationalError as exc:
             raise _unreachable(self.url, exc) from None
         try:
@@ -588,8 +602,11 @@ class PgStore(Store):
         same answers as SqliteStore.refresh_snapshot."""
         if self.read_only:
             raise StoreCorrupt("a read-only store cannot refresh the hook snapshot")
-        c = self._conn
-        c.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+        c = self._live()
+        try:
+            c.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+        except psycopg.OperationalError as exc:
+            raise _unreachable(self.url, exc) from None
         try:
             wait_ms = max(1, int((self.timeout if wait_s is None else wait_s) * 1000))
             c.execute(f"SET LOCAL lock_timeout = {wait_ms}")
@@ -613,3 +630,16 @@ class PgStore(Store):
     def close(self) -> None:
         with suppress(psycopg.Error):
             self._conn.close()
+
+
+def read_hook_snapshot(url: str, *, connect_timeout: int = 5) -> dict[str, Any]:
+    """store/snapshot.py's data straight from the server (the hook of a PostgreSQL
+    workspace); StoreUnreachable when it cannot be read (the hook then denies: fail closed)."""
+    try:
+        with psycopg.connect(
+            url, autocommit=True, connect_timeout=connect_timeout, application_name="taskgate-hook"
+        ) as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            return snapshot.collect(_QmarkConnection(conn), json.loads)
+    except psycopg.Error as exc:
+        raise _unreachable(url, exc) from None

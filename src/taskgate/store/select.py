@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from taskgate.errors import UsageError
 
@@ -104,3 +104,23 @@ def open_store(ws: Workspace, *, timeout: float, read_only: bool = False) -> Sto
         ) from None
     ws.state_dir.mkdir(parents=True, exist_ok=True)  # this machine's hook snapshot lives here
     return PgStore(url, Path(ws.state_dir), timeout=timeout, read_only=read_only)
+
+
+def server_snapshot(repo: str) -> dict[str, Any] | None:
+    """For the PreToolUse hook of a PostgreSQL workspace: store/snapshot.py's data read from
+    the server in one consistent transaction, or None when `repo` uses SQLite.
+
+    The per-machine file is not used on PostgreSQL yet: another machine's write cannot drop
+    it, so it could allow what the store forbids (LISTEN/NOTIFY invalidation is not built)."""
+    try:
+        with open(os.path.join(repo, "taskgate.toml"), encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    if not uses_database_server(text):
+        return None
+    url = database_url(text)
+    assert url is not None
+    from taskgate.store.postgres import read_hook_snapshot
+
+    return read_hook_snapshot(url)
