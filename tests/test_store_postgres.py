@@ -459,3 +459,27 @@ def test_connection_killed_inside_a_step_rolls_back_and_the_store_reconnects(
         assert snap is not None and snap.task.state == "INIT" and snap.task.seq == 1
         assert snap.events == () and snap.transitions == ()  # nothing half-written
         tx.update_task("t", 1, state="CLASSIFIED")
+
+
+def test_the_password_never_reaches_files_views_git_or_output(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "pw-9f3a1c77e2"
+    monkeypatch.setenv("TASKGATE_DATABASE_URL", url + f"&password={secret}")
+    repo = make_repo(tmp_path / "r")
+    outputs = [repo.ok("start", "add-login"), repo.ok("status", "add-login", "--json")]
+    created = repo.ok("init").out
+    assert "state.db" not in created  # nothing embedded was created
+    monkeypatch.setenv(
+        "TASKGATE_DATABASE_URL", url.replace("port=", "port=1") + f"&password={secret}"
+    )
+    outputs.append(repo.run("status", "--json"))
+    assert outputs[-1].code == EXIT_ENVIRONMENT
+    for out in outputs:
+        assert secret not in out.out + out.err
+    for path in repo.path.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    with psycopg.connect(url) as conn:
+        dumped = conn.execute("SELECT string_agg(payload, '') FROM events").fetchone()
+    assert dumped is not None and secret not in (dumped[0] or "")

@@ -60,7 +60,7 @@ def init(engine: Engine) -> list[str]:
     if problem:  # a lost store is never silently replaced by an empty one
         raise StoreLost(problem, hint=LOST_STORE_HINT)
     created = init_files(engine.ws)
-    new_db = not engine.ws.db_path.exists()
+    new_db = not engine.ws.uses_database_server and not engine.ws.db_path.exists()  # issue 20
     _ = engine.open_store(create=True).schema_version()
     if new_db:
         created.append(".taskgate/state.db")
