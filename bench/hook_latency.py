@@ -94,8 +94,9 @@ def main() -> int:
     if "--effects-only" in sys.argv:  # just the issue 15 rows
         effect_check(rounds)
         return 0
-    if "--http-only" in sys.argv:  # just the issue 18 rows
-        http_rows(rounds)
+    if "--http-only" in sys.argv:  # just the issue 18 rows (--tasks N: N more tasks stored)
+        more = sys.argv[sys.argv.index("--tasks") + 1] if "--tasks" in sys.argv else "0"
+        http_rows(rounds, int(more))
         return 0
     if "--engine-only" in sys.argv:  # just the issue 18 engine-path rows
         engine_hooks(rounds)
@@ -260,7 +261,29 @@ def _post(port: int, event: str, body: str, secret: str, conn: object = None) ->
     return elapsed
 
 
-def http_rows(rounds: int) -> None:
+def _snapshot_kib(repo: Path) -> int:
+    path = repo / ".taskgate" / "hook-snapshot.json"
+    return path.stat().st_size // 1024 if path.exists() else -1
+
+
+def _store_tasks(repo: Path, count: int) -> None:
+    """`count` more tasks in the store, in one write (the hook snapshot grows with them)."""
+    from taskgate.store.records import TaskRow
+    from taskgate.store.sqlite import SqliteStore
+
+    store = SqliteStore(repo / ".taskgate" / "state.db")
+    with store.write() as tx:
+        for i in range(count):
+            tx.insert_task(
+                TaskRow(name=f"stored-{i:05d}", state="CLEANUP", session_id=f"gone-{i}",
+                        host="bench", fence=1, created_at="2026-01-01T00:00:00Z",
+                        updated_at="2026-01-01T00:00:00Z", lock_released_at="2026-01-01",
+                        required_agents=("architect", "quality", "security"))
+            )  # fmt: skip
+    store.close()
+
+
+def http_rows(rounds: int, more_tasks: int = 0) -> None:
     """PreToolUse over HTTP from a warm `taskgate serve` vs the installed command hook."""
     import http.client
     import socket
@@ -268,6 +291,9 @@ def http_rows(rounds: int) -> None:
 
     repo = scratch_repo(TODO)
     tg(repo, "start", "task-0", check=True)
+    if more_tasks:
+        _store_tasks(repo, more_tasks)
+        tg(repo, "status", check=True)  # a read: the snapshot is there before the first call
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -324,7 +350,9 @@ def http_rows(rounds: int) -> None:
         server.terminate()
         server.wait(timeout=10)
     base = statistics.median(rows["python3 -c pass"])
+    tasks = TASKS + more_tasks
     print(f"HTTP hooks (issue 18): PreToolUse from a warm taskgate serve, {rounds} rounds,")
+    print(f"{tasks} tasks in the store, hook snapshot {_snapshot_kib(repo)} KiB")
     print("p50 client-side (a new TCP connection per call unless noted), interleaved")
     print(f"{'case':60} {'p50 ms':>8} {'/ python':>9} {'cmd / http':>11}")
     for name, values in rows.items():
