@@ -118,3 +118,19 @@ def test_kill_inside_the_archival_write_leaves_no_temp_file_behind(
     assert not list(wt.glob(".*.tmp"))
     repo.ok("cleanup", TASK)
     assert repo.run("audit", TASK).code == 0
+
+
+def test_complete_task_released_by_a_person_is_adopted_and_cleaned_up(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """Found by the whole-lifecycle torture: COMPLETE + release --force was 'already
+    completed' for every session, so nobody could ever run its cleanup."""
+    repo = approved_repo(tmp_path_factory, tmp_path / "repo")
+    repo.ok("complete", TASK)
+    repo.ok("release", TASK, "--force", "--reason", "owner went home", session=None)
+    asked = repo.run("start", TASK, session="s2")
+    assert asked.code == 4 and "--adopt" in asked.err  # R-LCK-05, not R-LCK-23
+    repo.ok("start", TASK, "--adopt", session="s2")
+    repo.ok("cleanup", TASK, session="s2")
+    assert repo.ok("status", TASK, "--json", session="s2").json()["state"] == "CLEANUP"
+    assert repo.run("audit", TASK, session="s2").code == 0

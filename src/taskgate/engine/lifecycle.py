@@ -110,10 +110,12 @@ def _selection(
             session_id=engine.session_id,
             lock=lock,
             worktree_exists=engine.ws.task_worktree(name).exists(),  # R-LCK-07, C-30
-            done=bool(row and row.released and row.state in _DONE_STATES)
+            # COMPLETE with a released lock (a person's release --force) still needs its
+            # cleanup: it is adopted like any released task, never "already completed".
+            done=bool(row and row.released and row.state == State.CLEANUP.value)
             # The changelog says done; a store row still short of COMPLETE (its complete was
             # interrupted after the merge) is resumed instead.
-            or (entry is None and name in done and (row is None or row.state in _DONE_STATES)),
+            or (entry is None and name in done and (row is None or row.state == "CLEANUP")),
             missing_fields=entry.missing_fields if entry else (),
             unmet_dependencies=unmet,
             pending_setup=pending,
