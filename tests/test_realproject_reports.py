@@ -197,3 +197,19 @@ def test_routing_follows_the_files_to_the_agents_that_changed_them(tmp_path: Pat
         assert "test_ok: boom" in text and "src/auth/login.py" in text
     finally:
         engine.close()
+
+
+def test_validation_asks_known_runners_for_their_reports(tmp_path: Path) -> None:
+    from taskgate.engine.validate import instrument
+
+    py = instrument(("python", "-m", "pytest", "-q"), tmp_path, 0)
+    assert py.kind == "junit" and py.argv[-1] == f"--junitxml={tmp_path / 'junit-0.xml'}"
+    own = ("pytest", "--junitxml=out.xml")
+    mine = instrument(own, tmp_path, 1)  # the project's own report path is kept, and read
+    assert mine.argv == own and mine.kind == "junit" and str(mine.report) == "out.xml"
+    go = instrument(("go", "test", "./..."), tmp_path, 2)
+    assert go.argv == ("go", "test", "-json", "./...") and go.kind == "go-json"
+    jest = instrument(("npx", "jest"), tmp_path, 3)
+    assert jest.argv[-2:] == ("--json", f"--outputFile={tmp_path / 'jest-3.json'}")
+    make = ("make", "check")
+    assert instrument(make, tmp_path, 4).argv == make and instrument(make, tmp_path, 4).kind == ""

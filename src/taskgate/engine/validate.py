@@ -64,9 +64,22 @@ def _is_pytest(cmd: Sequence[str]) -> bool:
     )
 
 
+def _own_junit(argv: tuple[str, ...]) -> str | None:
+    for index, arg in enumerate(argv):
+        for flag in ("--junitxml", "--junit-xml"):
+            if arg.startswith(flag + "="):
+                return arg.split("=", 1)[1]
+            if arg == flag and index + 1 < len(argv):
+                return argv[index + 1]
+    return None
+
+
 def instrument(cmd: Sequence[str], report_dir: Path, index: int) -> _Instrumented:
     """`cmd` with the flag that makes its runner write a report taskgate reads, if known."""
     argv = tuple(cmd)
+    own = _own_junit(argv)
+    if _is_pytest(argv) and own is not None:  # the project names its report: read that one
+        return _Instrumented(argv, "junit", Path(own))
     if _is_pytest(argv) and not any(a.startswith(("--junitxml", "--junit-xml")) for a in argv):
         path = report_dir / f"junit-{index}.xml"
         return _Instrumented((*argv, f"--junitxml={path}"), "junit", path)
@@ -100,8 +113,8 @@ def _read_reports(
     try:
         if how.kind == "go-json":
             reports.append(tr.parse_go_json(stdout, root=str(root)))
-        elif how.report is not None and how.report.is_file():
-            body = how.report.read_text(encoding="utf-8", errors="replace")
+        elif how.report is not None and (root / how.report).is_file():  # absolute stays
+            body = (root / how.report).read_text(encoding="utf-8", errors="replace")
             parse = tr.parse_jest_json if how.kind == "jest-json" else tr.parse_junit_xml
             reports.append(parse(body, root=str(root)))
     except ValueError:
