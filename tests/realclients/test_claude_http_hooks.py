@@ -107,3 +107,29 @@ def test_the_same_write_is_allowed_once_the_server_runs(
     claude.run("write a note", plain, script, session=OWNER)
     assert not _errors(claude), claude.mock.last().tool_results()
     assert target.read_text() == "x\n"
+
+
+def test_a_wrong_secret_is_refused_and_blocks_the_call(
+    claude: Claude, clients_dir: Path, fresh: OwnedRepo, tmp_path: Path
+) -> None:
+    """The server runs (SessionStart started it) but the entries carry another secret: the
+    door answers 401 and Claude Code blocks the call instead of allowing it."""
+    port, state = _free_port(), tmp_path / "state"
+    settings = _install_http(fresh.path, port, state)
+    for groups in settings["hooks"].values():
+        for hook in groups[0]["hooks"]:
+            if hook["type"] == "http":
+                hook["headers"] = {"X-Taskgate-Hook-Secret": "not-the-secret-" + "x" * 30}
+    (Path(claude.home) / ".claude" / "settings.json").write_text(json.dumps(settings))
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    target = plain / "note.txt"
+    script = [call("Write", file_path=str(target), content="x\n"), say("done")]
+    claude.run("write a note", plain, script, session=OWNER)
+    errors = _errors(claude)
+    assert len(errors) == 1, claude.mock.last().tool_results()
+    assert 'blocking because onFailure is "block"' in str(errors[0]["text"]), errors
+    assert "ECONNREFUSED" not in str(errors[0]["text"])  # reached, and refused (401)
+    assert not target.exists()
+    log = (state / "autostart.log").read_text()  # the server was up: refused, not unreachable
+    assert f"http://127.0.0.1:{port}" in log, log
