@@ -79,6 +79,18 @@ def test_status_says_the_server_is_down_and_codex_refuses_http(repo: Repo, tmp_p
     assert refused.code == 2 and "--http is for Claude Code" in refused.out + refused.err
 
 
+def _server_pid(state: Path) -> int:
+    """The autostarted server's pid (its port listens a moment before server.json exists)."""
+    import time
+
+    for _ in range(200):
+        found = next(state.glob("serve/*/server.json"), None)
+        if found is not None and found.read_text().strip():
+            return int(json.loads(found.read_text())["pid"])
+        time.sleep(0.05)
+    raise AssertionError("the server never wrote server.json")
+
+
 def _autostart(repo: Path, port: int, state: Path) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-S", str(AUTOSTART), "--repo", str(repo), "--port", str(port)]
     return subprocess.run(
@@ -126,8 +138,7 @@ def test_two_sessions_starting_at_once_share_one_server(repo: Repo, tmp_path: Pa
         for _ in range(2)
     ]  # fmt: skip
     outs = [p.communicate("{}", timeout=60)[0] for p in starters]
-    info = next(state.glob("serve/*/server.json"))
-    pid = json.loads(info.read_text())["pid"]
+    pid = _server_pid(state)
     try:
         assert [p.returncode for p in starters] == [0, 0]
         assert outs == ["", ""], outs  # both found a server answering: no false alarm
@@ -143,3 +154,22 @@ def test_two_sessions_starting_at_once_share_one_server(repo: Repo, tmp_path: Pa
             except ProcessLookupError:
                 break
             time.sleep(0.05)
+
+
+def test_status_posts_each_event_to_the_running_server(repo: Repo, tmp_path: Path) -> None:
+    import signal
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    state = tmp_path / "state"
+    repo.ok("hooks", "install", "--http", "--port", str(port), "--state-dir", str(state))
+    started = _autostart(repo.path, port, state)
+    assert started.returncode == 0 and started.stdout == "", started.stdout
+    pid = _server_pid(state)
+    try:
+        report = repo.run("hooks", "status", "--json")
+        assert report.code == 0, report.out + report.err
+        assert set(report.json()["changes"].values()) == {"ok"}  # PreToolUse denied the sample
+    finally:
+        os.kill(pid, signal.SIGTERM)
