@@ -203,8 +203,9 @@ def from_sqlite_error(exc: Exception, path: object = "") -> TaskgateError | None
     ):  # an agent inside taskgate's sandbox (agents/sandbox.py): by design, not a fault
         return PermissionDenied(
             f"the store is read-only inside taskgate's agent sandbox{store}",
-            hint="end your reply with the result object your prompt describes: taskgate "
-            "records it; approvals and state changes are the person's (docs/security.md)",
+            hint="ask the person to start `taskgate serve`: its agent door then takes your "
+            "taskgate commands (docs/security.md); under `taskgate run`, end your reply with "
+            "the result object your prompt describes; approvals are the person's",
         )
     if "readonly database" in low or "read-only" in low:
         return ReadOnly(

@@ -166,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler: Handler = args.handler
         return handler(args)
     except TaskgateError as exc:
+        if (code := _door(exc, args_list)) is not None:  # issue 14: a confined agent's command
+            return code
         _report(exc, wants_json)
         return exc.exit_code
     except KeyboardInterrupt:
@@ -178,6 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         fault = classify(exc)  # disk full, read-only, permissions, locks: issue 16
         if fault is not None:
+            if (code := _door(fault, args_list)) is not None:
+                return code
             _report(fault, wants_json)
             return fault.exit_code
         if os.environ.get("TASKGATE_DEBUG"):
@@ -185,6 +189,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"taskgate: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         print("hint: rerun with TASKGATE_DEBUG=1 and report the traceback", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _door(exc: TaskgateError, args_list: list[str]) -> int | None:
+    """Through the agent door when the store is read-only to this confined process."""
+    from taskgate.cli.door_client import forward_if_confined
+
+    return forward_if_confined(exc, args_list)
 
 
 def _report(exc: TaskgateError, wants_json: bool) -> None:

@@ -183,7 +183,7 @@ def serve(
 
     from taskgate.engine.clock import iso, system_clock
     from taskgate.engine.workspace import find_workspace, require_initialized
-    from taskgate.server import hookdoor
+    from taskgate.server import door, hookdoor
     from taskgate.server.app import build_app
     from taskgate.server.context import Server, ServerContext
     from taskgate.server.security import Gate, allowed_hosts
@@ -200,6 +200,7 @@ def serve(
         if options.unix_socket is not None:
             listeners.append(bind_unix(options.unix_socket))
         port = sock.getsockname()[1]
+        agent_door = door.Door(ws)  # issue 14: agents' commands, as agent requests
         base = f"http://{url_host(options.host)}:{port}"
         extra = tuple(
             h if ":" in h.rsplit("]", 1)[-1] else f"{h}:{port}" for h in options.extra_hosts
@@ -238,6 +239,7 @@ def serve(
             pass
         finally:
             info_path(directory).unlink(missing_ok=True)
+            agent_door.close()
             for listener in listeners:
                 listener.close()
             if options.unix_socket is not None:
