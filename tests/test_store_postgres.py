@@ -483,3 +483,19 @@ def test_the_password_never_reaches_files_views_git_or_output(
     with psycopg.connect(url) as conn:
         dumped = conn.execute("SELECT string_agg(payload, '') FROM events").fetchone()
     assert dumped is not None and secret not in (dumped[0] or "")
+
+
+def test_the_hooks_libpq_read_equals_the_stores_snapshot(store: PgStore, url: str) -> None:
+    from taskgate.store import pg_hook
+    from taskgate.store.postgres import read_hook_snapshot
+
+    _same_steps(store)  # an approval: COUNT(*) must come back as an int, not the text "1"
+    with store.write() as tx:
+        tx.insert_task(row("u", "s2"))
+        tx.update_task("u", 1, lock_released_at="2026-01-01T00:00:05Z")
+    via_libpq = pg_hook.snapshot(url, json.loads)
+    assert via_libpq is not None  # this machine has a libpq (the postgresql client)
+    assert via_libpq == read_hook_snapshot(url)
+    assert via_libpq == json.loads(store.snapshot_path.read_text())
+    with pytest.raises(pg_hook.HookStoreError):
+        pg_hook.snapshot(url.replace("port=", "port=1"), json.loads)

@@ -82,7 +82,8 @@ def describe(url: str) -> str:
     return f"PostgreSQL database '{info.get('dbname') or '(default)'}' on {host}{port}{user}"
 
 
-def _unreachable(url: str, exc: BaseException, *, commit: bool = False) -> StoreUnreachable:
+def unreachable(url: str, exc: BaseException, *, commit: bool = False) -> StoreUnreachable:
+    """The StoreUnreachable for `exc`: the database named by describe(), no password."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "password" in first.lower():
         first = "authentication failed"  # libpq's text can quote the connection string
@@ -440,7 +441,7 @@ class PgStore(Store):
             self._check_columns()
         except psycopg.OperationalError as exc:
             self._conn.close()
-            raise _unreachable(url, exc) from None
+            raise unreachable(url, exc) from None
         except psycopg.Error as exc:
             self._conn.close()
             raise StoreCorrupt(f"cannot open the store {describe(url)}: {exc}") from exc
@@ -456,7 +457,7 @@ class PgStore(Store):
             if self.read_only:  # `taskgate audit`: the server itself refuses any write (R-AUD-12)
                 conn.execute("SET default_transaction_read_only = on")
         except psycopg.Error as exc:
-            raise _unreachable(self.url, exc) from None
+            raise unreachable(self.url, exc) from None
         return conn
 
     def _live(self) -> psycopg.Connection[Any]:
@@ -540,12 +541,12 @@ class PgStore(Store):
         try:
             self._live().execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         except psycopg.OperationalError as exc:
-            raise _unreachable(self.url, exc) from None
+            raise unreachable(self.url, exc) from None
         try:
             yield PgTx(self._conn)
         except psycopg.OperationalError as exc:
             self._rollback()
-            raise _unreachable(self.url, exc) from None
+            raise unreachable(self.url, exc) from None
         except psycopg.Error as exc:
             self._rollback()
             raise StoreCorrupt(f"store read failed: {exc}") from exc
@@ -556,7 +557,7 @@ class PgStore(Store):
             try:
                 self._conn.execute("COMMIT")
             except psycopg.OperationalError as exc:
-                raise _unreachable(self.url, exc) from None
+                raise unreachable(self.url, exc) from None
 
     def _rollback(self) -> None:
         with suppress(psycopg.Error):
@@ -567,13 +568,13 @@ class PgStore(Store):
         try:
             self._begin_write()
         except psycopg.OperationalError as exc:
-            raise _unreachable(self.url, exc) from None
+            raise unreachable(self.url, exc) from None
         tx = PgTx(self._conn)
         try:
             yield tx
         except psycopg.OperationalError as exc:
             self._rollback()
-            raise _unreachable(self.url, exc) from None
+            raise unreachable(self.url, exc) from None
         except psycopg.Error as exc:
             self._rollback()
             raise StoreCorrupt(f"store write failed: {exc}") from exc
@@ -588,7 +589,7 @@ class PgStore(Store):
                 failpoints.hit_os("store.commit")
                 self._conn.execute("COMMIT")
             except psycopg.OperationalError as exc:
-                raise _unreachable(self.url, exc, commit=True) from None
+                raise unreachable(self.url, exc, commit=True) from None
             except (psycopg.Error, OSError):
                 self._rollback()
                 raise
@@ -606,7 +607,7 @@ class PgStore(Store):
         try:
             c.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
         except psycopg.OperationalError as exc:
-            raise _unreachable(self.url, exc) from None
+            raise unreachable(self.url, exc) from None
         try:
             wait_ms = max(1, int((self.timeout if wait_s is None else wait_s) * 1000))
             c.execute(f"SET LOCAL lock_timeout = {wait_ms}")
@@ -642,4 +643,4 @@ def read_hook_snapshot(url: str, *, connect_timeout: int = 5) -> dict[str, Any]:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             return snapshot.collect(_QmarkConnection(conn), json.loads)
     except psycopg.Error as exc:
-        raise _unreachable(url, exc) from None
+        raise unreachable(url, exc) from None

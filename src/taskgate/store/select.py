@@ -12,26 +12,27 @@ does (tests/test_store_postgres.py checks it).
 from __future__ import annotations
 
 import os
-import re
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from taskgate.errors import UsageError
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the hook process imports this module: nothing else at import time
+    from typing import Any
 
-if TYPE_CHECKING:
     from taskgate.engine.workspace import Workspace
     from taskgate.store.base import Store
 
 ENV_VAR = "TASKGATE_DATABASE_URL"
 _SCHEMES = ("postgresql://", "postgres://")
 # user:password@ in the authority, or password= as a query parameter / keyword.
-_PASSWORD = re.compile(r"^[a-z]+://[^/@]*:[^/@]*@|[?&\s]password=", re.IGNORECASE)
+_PASSWORD = r"^[a-z]+://[^/@]*:[^/@]*@|[?&\s]password="
 
 
 def _config_url(config_text: str, where: str) -> str | None:
     if "[store]" not in config_text:  # the common case: no TOML parse here
         return None
+    import re
     import tomllib
+
+    from taskgate.errors import UsageError
 
     try:
         table = tomllib.loads(config_text).get("store", {})
@@ -50,7 +51,7 @@ def _config_url(config_text: str, where: str) -> str | None:
         return None
     if not isinstance(url, str) or not url.strip():
         raise UsageError(f"{where}: [store] url must be a non-empty string", hint="docs/teams.md")
-    if _PASSWORD.search(url):
+    if re.search(_PASSWORD, url, re.IGNORECASE):
         raise UsageError(
             f"{where}: [store] url carries a password; taskgate.toml is committed to git",
             hint="remove the password from the URL and put it in ~/.pgpass (or PGPASSFILE, a "
@@ -65,6 +66,8 @@ def database_url(config_text: str, where: str = "taskgate.toml") -> str | None:
     if url is None:
         return None
     if not url.startswith(_SCHEMES):
+        from taskgate.errors import UsageError
+
         source = ENV_VAR if os.environ.get(ENV_VAR, "").strip() else f"{where} [store] url"
         raise UsageError(
             f"{source} must be a postgresql:// URL (SQLite needs no URL: leave it unset)",
@@ -83,8 +86,8 @@ def uses_database_server(config_text: str) -> bool:
         return False
     try:
         return _config_url(config_text, "taskgate.toml") is not None
-    except UsageError:
-        return True  # a bad [store] table: opening the store reports it
+    except Exception:  # a bad [store] table (UsageError): opening the store reports it
+        return True
 
 
 def open_store(ws: Workspace, *, timeout: float, read_only: bool = False) -> Store:
@@ -94,6 +97,10 @@ def open_store(ws: Workspace, *, timeout: float, read_only: bool = False) -> Sto
         from taskgate.store.sqlite import SqliteStore
 
         return SqliteStore(ws.db_path, timeout=timeout, read_only=read_only)
+    from pathlib import Path
+
+    from taskgate.errors import UsageError
+
     try:
         from taskgate.store.postgres import PgStore
     except ImportError as exc:
@@ -121,6 +128,18 @@ def server_snapshot(repo: str) -> dict[str, Any] | None:
         return None
     url = database_url(text)
     assert url is not None
-    from taskgate.store.postgres import read_hook_snapshot
+    import json
+
+    from taskgate.store import pg_hook  # libpq through ctypes: no 0.2 s psycopg import
+
+    try:
+        found = pg_hook.snapshot(url, json.loads)
+    except pg_hook.HookStoreError as exc:
+        from taskgate.store.postgres import unreachable
+
+        raise unreachable(url, exc) from None
+    if found is not None:
+        return found
+    from taskgate.store.postgres import read_hook_snapshot  # no libpq could be loaded
 
     return read_hook_snapshot(url)

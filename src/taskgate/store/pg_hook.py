@@ -1,0 +1,150 @@
+"""The PreToolUse hook's read of a PostgreSQL store through libpq itself (ctypes), issue 20.
+
+Importing psycopg costs about 0.2 s, paid on every guarded tool call of a PostgreSQL
+workspace. The hook needs only a few read-only queries (store/snapshot.py's collect), so it
+talks to libpq directly: the system's libpq.so.5 (Debian's libpq5, which the PostgreSQL
+client installs) or the copy psycopg[binary] ships. `snapshot(url)` returns None when no
+libpq can be loaded (the caller then uses psycopg) and raises HookStoreError when the server
+cannot be read (the hook then denies: fail closed).
+
+Values come back as text; integer columns (COUNT(*)) are converted by their type OID, so the
+result is the same dict as collect() gives through sqlite3 or psycopg (tested).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+_OK = 0  # CONNECTION_OK
+_RESULT_OK = (1, 2)  # PGRES_COMMAND_OK, PGRES_TUPLES_OK
+_INT_OIDS = {20, 21, 23}  # int8, int2, int4
+
+
+class HookStoreError(Exception):
+    """The server could not be read; the message never holds the URL."""
+
+
+def _load() -> ctypes.CDLL | None:
+    candidates = ["libpq.so.5", "libpq.5.dylib"]
+    for entry in sys.path:  # psycopg[binary]'s bundled copy
+        libs = os.path.join(entry, "psycopg_binary.libs")
+        try:
+            names = sorted(n for n in os.listdir(libs) if n.startswith("libpq"))
+        except OSError:
+            continue
+        candidates += [os.path.join(libs, n) for n in names]
+    for name in candidates:
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        _declare(lib)
+        return lib
+    return None
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    p, c = ctypes.c_void_p, ctypes.c_char_p
+    i = ctypes.c_int
+    lib.PQconnectdbParams.restype = p
+    lib.PQconnectdbParams.argtypes = [ctypes.POINTER(c), ctypes.POINTER(c), i]
+    lib.PQstatus.restype = i
+    lib.PQstatus.argtypes = [p]
+    lib.PQerrorMessage.restype = c
+    lib.PQerrorMessage.argtypes = [p]
+    lib.PQfinish.argtypes = [p]
+    lib.PQexecParams.restype = p
+    lib.PQexecParams.argtypes = [p, c, i, p, ctypes.POINTER(c), p, p, i]
+    lib.PQresultStatus.restype = i
+    lib.PQresultStatus.argtypes = [p]
+    lib.PQresultErrorMessage.restype = c
+    lib.PQresultErrorMessage.argtypes = [p]
+    lib.PQntuples.restype = i
+    lib.PQntuples.argtypes = [p]
+    lib.PQnfields.restype = i
+    lib.PQnfields.argtypes = [p]
+    lib.PQftype.restype = ctypes.c_uint
+    lib.PQftype.argtypes = [p, i]
+    lib.PQgetisnull.restype = i
+    lib.PQgetisnull.argtypes = [p, i, i]
+    lib.PQgetvalue.restype = c
+    lib.PQgetvalue.argtypes = [p, i, i]
+    lib.PQclear.argtypes = [p]
+
+
+class _Rows:
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self._rows = rows
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self._rows
+
+
+class _Conn:
+    """Just enough of a DB-API connection for snapshot.collect (`?` placeholders)."""
+
+    def __init__(self, lib: ctypes.CDLL, handle: int) -> None:
+        self._lib = lib
+        self._h = handle
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> _Rows:
+        parts = sql.split("?")
+        text = parts[0] + "".join(f"${n}{part}" for n, part in enumerate(parts[1:], 1))
+        values = (ctypes.c_char_p * max(1, len(params)))(*[str(v).encode("utf-8") for v in params])
+        lib = self._lib
+        res = lib.PQexecParams(self._h, text.encode("utf-8"), len(params), None, values,
+                               None, None, 0)  # fmt: skip
+        try:
+            if not res or lib.PQresultStatus(res) not in _RESULT_OK:
+                why = lib.PQresultErrorMessage(res) if res else lib.PQerrorMessage(self._h)
+                raise HookStoreError((why or b"query failed").decode("utf-8", "replace").strip())
+            ints = [lib.PQftype(res, j) in _INT_OIDS for j in range(lib.PQnfields(res))]
+            rows = []
+            for r in range(lib.PQntuples(res)):
+                row: list[Any] = []
+                for j, is_int in enumerate(ints):
+                    if lib.PQgetisnull(res, r, j):
+                        row.append(None)
+                        continue
+                    value = lib.PQgetvalue(res, r, j).decode("utf-8")
+                    row.append(int(value) if is_int else value)
+                rows.append(tuple(row))
+            return _Rows(rows)
+        finally:
+            if res:
+                lib.PQclear(res)
+
+
+def snapshot(url: str, loads: Any, *, connect_timeout: int = 5) -> dict[str, Any] | None:
+    """store/snapshot.py's data read in one REPEATABLE READ transaction, or None without
+    libpq."""
+    lib = _load()
+    if lib is None:
+        return None
+    keys = (ctypes.c_char_p * 4)(b"dbname", b"connect_timeout", b"application_name", None)
+    values = (ctypes.c_char_p * 4)(
+        url.encode("utf-8"), str(connect_timeout).encode(), b"taskgate-hook", None
+    )
+    handle = lib.PQconnectdbParams(keys, values, 1)  # expand_dbname: the URL's own keys
+    try:
+        if not handle or lib.PQstatus(handle) != _OK:
+            why = lib.PQerrorMessage(handle) if handle else b"out of memory"
+            first = (why or b"").decode("utf-8", "replace").strip().splitlines()
+            raise HookStoreError(first[0] if first else "connection failed")
+        from taskgate.store import snapshot as snap
+
+        conn = _Conn(lib, handle)
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        return snap.collect(conn, loads)
+    finally:
+        if handle:
+            lib.PQfinish(handle)
