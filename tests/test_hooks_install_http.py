@@ -79,6 +79,25 @@ def test_status_says_the_server_is_down_and_codex_refuses_http(repo: Repo, tmp_p
     assert refused.code == 2 and "--http is for Claude Code" in refused.out + refused.err
 
 
+def _stop(pid: int) -> None:
+    """SIGTERM, then SIGKILL when the server is still there after 5 s (a SIGTERM that lands
+    while uvicorn starts up can go unanswered)."""
+    import signal
+    import time
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        for _ in range(100):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+
+
 def _server_pid(state: Path) -> int:
     """The autostarted server's pid (its port listens a moment before server.json exists)."""
     import time
@@ -123,8 +142,6 @@ def test_autostart_leaves_a_listening_port_alone_and_reports_a_failed_start(
 
 
 def test_two_sessions_starting_at_once_share_one_server(repo: Repo, tmp_path: Path) -> None:
-    import signal
-    import time
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -147,17 +164,10 @@ def test_two_sessions_starting_at_once_share_one_server(repo: Repo, tmp_path: Pa
         pids = {json.loads(f.read_text())["pid"] for f in state.glob("serve/*/server.json")}
         assert pids == {pid}
     finally:
-        os.kill(pid, signal.SIGTERM)
-        for _ in range(100):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
+        _stop(pid)
 
 
 def test_status_posts_each_event_to_the_running_server(repo: Repo, tmp_path: Path) -> None:
-    import signal
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -172,4 +182,4 @@ def test_status_posts_each_event_to_the_running_server(repo: Repo, tmp_path: Pat
         assert report.code == 0, report.out + report.err
         assert set(report.json()["changes"].values()) == {"ok"}  # PreToolUse denied the sample
     finally:
-        os.kill(pid, signal.SIGTERM)
+        _stop(pid)
