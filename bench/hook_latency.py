@@ -348,7 +348,11 @@ def http_rows(rounds: int, more_tasks: int = 0) -> None:
         rows[burst] = [_post(port, "PreToolUse", edit, secret) for _ in range(200)]
     finally:
         server.terminate()
-        server.wait(timeout=10)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # a SIGTERM during start-up can go unanswered
+            server.kill()
+            server.wait(timeout=10)
     base = statistics.median(rows["python3 -c pass"])
     tasks = TASKS + more_tasks
     print(f"HTTP hooks (issue 18): PreToolUse from a warm taskgate serve, {rounds} rounds,")
