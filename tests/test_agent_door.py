@@ -62,7 +62,7 @@ def confined(
     proc = subprocess.run(
         [bwrap, "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
          *sandbox_env, "--chdir", str(cwd or repo.worktree(TASK)),
-         sys.executable, "-m", "taskgate", *args],
+         sys.executable, "-P", "-m", "taskgate", *args],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     return Run(proc.returncode, proc.stdout, proc.stderr)
@@ -200,6 +200,24 @@ def test_a_raw_client_gets_no_more_than_the_cli(
     assert ok["exit"] == 0 and json.loads(str(ok["stdout"]))["state"] == "SYNTHESIS"
 
 
+def test_files_the_agent_wrote_in_its_cwd_are_never_imported_by_the_door(
+    served: tuple[Repo, Running], tmp_path: Path
+) -> None:
+    repo, _ = served
+    to_classified(repo, TASK)
+    wt = repo.worktree(TASK)
+    pwned = tmp_path / "pwned"
+    payload = f"open({str(pwned)!r}, 'w').write('ran outside the sandbox')\n"
+    for name in ("json.py", "struct.py", "taskgate/__init__.py", "taskgate/server/__init__.py"):
+        (wt / name).parent.mkdir(parents=True, exist_ok=True)
+        (wt / name).write_text(payload)
+    (wt / "taskgate" / "server" / "door.py").write_text(payload)
+    result = confined(repo, "transition", TASK, "REQUIREMENTS")
+    assert result.code == 0, result.err
+    assert not pwned.exists()
+    assert repo.ok("status", TASK, "--json").json()["state"] == "REQUIREMENTS"
+
+
 def test_without_a_server_the_confined_cli_says_to_start_one(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r")
     to_classified(repo, TASK)
@@ -217,7 +235,7 @@ def test_without_a_server_the_confined_cli_says_to_start_one(tmp_path: Path) -> 
      ["hooks", "uninstall"], ["hooks", "install"], ["hooks", "status"], ["init"], ["serve"],
      ["violations", "T", "--resolve", "all"], ["cleanup", "T", "--accept-main"], ["abandon", "T"],
      ["recover", "--rep"], ["recover", "--repair"], ["complete", "T"], ["run"], ["demo"],
-     ["hook", "PreToolUse"], ["spec", "new", "x"]],
+     ["hook", "PreToolUse"], ["spec", "new", "x"], ["validate", "T"]],
 )  # fmt: skip
 def test_decide_refuses_by_command_identity(argv: list[str]) -> None:
     try:
@@ -232,7 +250,7 @@ def test_decide_refuses_by_command_identity(argv: list[str]) -> None:
     [["start", "T"], ["todo"], ["status"], ["classify", "T"], ["transition", "T", "SYNTHESIS"],
      ["agent", "set", "T", "a", "COMPLETE"], ["agent", "add", "T", "a", "--why", "w"],
      ["agent", "verdict", "T", "a", "APPROVED"], ["agent", "check", "T"], ["present", "T"],
-     ["validate", "T"], ["merge", "T"], ["next"], ["audit"], ["recover"]],
+     ["merge", "T"], ["next"], ["audit"], ["recover"]],
 )  # fmt: skip
 def test_decide_allows_the_agent_operations(argv: list[str]) -> None:
     assert door.decide(_parser().parse_args(argv)) is None

@@ -39,8 +39,8 @@ REQUEST_TIMEOUT = 4 * 3600.0  # a `validate` runs the build; the agent timeout i
 
 # The allowlist (default deny): what an agent may ask of the store.
 AGENT_COMMANDS = frozenset(
-    {"start", "todo", "status", "classify", "transition", "present", "validate", "merge",
-     "next", "audit", "recover"}
+    {"start", "todo", "status", "classify", "transition", "present", "merge", "next", "audit",
+     "recover"}
 )  # fmt: skip
 AGENT_ACTIONS = {"agent": frozenset({"set", "add", "verdict", "check"})}
 # Reserved to the person, with the rule that says so (anything else off the list: R-CKP-02).
@@ -55,6 +55,9 @@ HUMAN_ONLY = {
     "violations": ("R-CKP-02", "resolving violations is the person's"),
     "cleanup": ("R-CKP-02", "cleanup (and --accept-main) is the person's"),
     "abandon": ("R-CKP-02", "abandoning a task is the person's"),
+    # The build runs code the agent wrote: through the door it would run outside the sandbox
+    # with the person's rights (and could write the store). The person or `taskgate run` runs it.
+    "validate": ("R-VAL-01", "the build runs the agent's code: only outside the agent's reach"),
 }
 
 
@@ -159,7 +162,9 @@ def handle(ws: Workspace, request: dict[str, Any]) -> dict[str, Any]:
         return {"stdout": "", "stderr": f"taskgate: agent door: {exc}\n", "exit": EXIT_USAGE}
     job = json.dumps({"argv": argv, "common_dir": str(ws.common_dir.resolve())})
     result = process.run(
-        [sys.executable, "-m", "taskgate.server.door"],
+        # -P: the cwd (the agent's worktree) never joins sys.path, so no file the agent wrote
+        # there (json.py, taskgate/__init__.py) is imported outside the sandbox.
+        [sys.executable, "-P", "-m", "taskgate.server.door"],
         cwd=cwd,
         env=child_env(session),
         stdin=job,
