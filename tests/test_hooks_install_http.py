@@ -122,15 +122,17 @@ def _autostart(repo: Path, port: int, state: Path) -> subprocess.CompletedProces
     )
 
 
-def test_autostart_leaves_a_listening_port_alone_and_reports_a_failed_start(
+def test_autostart_reports_a_foreign_listener_and_a_failed_start(
     tmp_path: Path,
 ) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        quiet = _autostart(tmp_path, port, tmp_path / "state")
-        assert quiet.returncode == 0 and quiet.stdout == ""
+        taken = _autostart(tmp_path, port, tmp_path / "state")
+        assert taken.returncode == 0
+        message = json.loads(taken.stdout)["systemMessage"]  # not taskgate's: said, not hidden
+        assert "something other than taskgate serve" in message and str(port) in message
         assert not (tmp_path / "state" / "autostart.log").exists()  # nothing was started
     plain = tmp_path / "not-a-repo"
     plain.mkdir()

@@ -54,10 +54,45 @@ def serve_argv(repo: Path, port: int, state_dir: Path) -> list[str]:
     ]
 
 
+def ours(repo: Path, port: int, state_dir: Path) -> bool:
+    """True when a live `taskgate serve` for `repo` on `port` wrote its server.json under
+    `state_dir` (the server that holds the secret the installed entries send)."""
+    for info_file in state_dir.glob("serve/*/server.json"):
+        try:
+            info = json.loads(info_file.read_text(encoding="utf-8"))
+            if not isinstance(info, dict) or not str(info.get("url", "")).endswith(f":{port}"):
+                continue
+            if Path(str(info.get("repo", ""))).resolve() != repo.resolve():
+                continue
+            os.kill(int(info["pid"]), 0)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        return True
+    return False
+
+
+def _await_ours(repo: Path, port: int, state_dir: Path, wait_s: float) -> bool:
+    """Its port listens a moment before server.json exists: wait that moment."""
+    deadline = time.monotonic() + wait_s
+    while not ours(repo, port, state_dir):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _foreign(repo: Path, port: int) -> str:
+    return (
+        f"something other than taskgate serve for {repo} listens on 127.0.0.1:{port}: "
+        "taskgate's HTTP hooks are refused there and block every guarded tool call; stop it, "
+        "or run 'taskgate hooks install --http --port N' with a free port"
+    )
+
+
 def start(repo: Path, port: int, state_dir: Path, wait_s: float = WAIT_S) -> str:
-    """Start the server unless one answers; '' when one answers now, else what went wrong."""
+    """Start the server unless one answers; '' when ours answers, else what went wrong."""
     if listening(port):
-        return ""
+        return "" if _await_ours(repo, port, state_dir, 3.0) else _foreign(repo, port)
     from taskgate.process import start_detached
 
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -69,7 +104,7 @@ def start(repo: Path, port: int, state_dir: Path, wait_s: float = WAIT_S) -> str
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if listening(port):
-            return ""
+            return "" if _await_ours(repo, port, state_dir, 3.0) else _foreign(repo, port)
         if proc.poll() is not None:  # e.g. a second session's server lost the race: the
             deadline = min(deadline, time.monotonic() + 2.0)  # first one may still be binding
         time.sleep(0.05)
