@@ -110,12 +110,18 @@ def cmd_hooks_install(args: argparse.Namespace) -> int:
     if getattr(args, "client", "claude") == "codex":
         if getattr(args, "http", False):
             raise UsageError("--http is for Claude Code", hint="drop --http with --client codex")
+        if getattr(args, "sandbox", False):
+            raise UsageError(
+                "--sandbox is for Claude Code", hint="drop --sandbox with --client codex"
+            )
         return _codex(args, "install")
     http = _http_target(args) if getattr(args, "http", False) else None
     path, _ = _settings(args)
     program = default_program()
     report = install(path, program, http)
     _emit(args, report, "hooks in", program)
+    if getattr(args, "sandbox", False):
+        _sandbox(args, path)
     if http is not None and not getattr(args, "json", False):
         print(
             f"  HTTP hooks post to {http.base}/hooks/EVENT; SessionStart starts "
@@ -130,9 +136,30 @@ def cmd_hooks_uninstall(args: argparse.Namespace) -> int:
 
     if getattr(args, "client", "claude") == "codex":
         return _codex(args, "uninstall")
-    path, _ = _settings(args)
+    path, repo = _settings(args)
     _emit(args, uninstall(path), "hooks in")
+    if repo is not None:  # issue 14: the sandbox settings `install --sandbox` wrote
+        from taskgate.hooks.install import uninstall_sandbox
+
+        if uninstall_sandbox(path, repo) and not getattr(args, "json", False):
+            print(f"  removed taskgate's sandbox settings from {path}")
     return EXIT_OK
+
+
+def _sandbox(args: argparse.Namespace, path: Path) -> None:
+    """`hooks install --sandbox`: Claude Code's own sandbox keeps the session's Bash off the
+    store; its taskgate commands go through the agent door of `taskgate serve` (issue 14)."""
+    from taskgate.hooks.install import install_sandbox
+
+    missing = install_sandbox(path, _repo(args))
+    if getattr(args, "json", False):
+        return
+    print(f"  sandbox settings in {path}: " + (", ".join(missing) if missing else "unchanged"))
+    print(
+        "  the session's taskgate commands reach the store through 'taskgate serve' (the agent "
+        "door): keep it running; on Linux Claude Code's sandbox blocks Unix sockets, see "
+        "docs/security.md"
+    )
 
 
 def cmd_hooks_status(args: argparse.Namespace) -> int:
@@ -219,6 +246,12 @@ def register(add: Any) -> None:
         )
         if name == "install":
             _http_flags(s)
+            s.add_argument(
+                "--sandbox",
+                action="store_true",
+                help="also write Claude Code's sandbox settings: the session's Bash cannot write "
+                "the store, its taskgate commands use the agent door of 'taskgate serve'",
+            )
     hooks("plugin-path", cmd_hooks_plugin_path, "print the Claude Code plugin directory")
     s = add("hook", cmd_hook, "handle one Claude Code hook event (JSON on stdin)", json_flag=False)
     s.add_argument("event", help="SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, ...")

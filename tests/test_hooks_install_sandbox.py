@@ -1,0 +1,56 @@
+"""`taskgate hooks install --sandbox` (issue 14): Claude Code's sandbox settings for the
+repository's layout plus the agent door's socket, merged without touching a person's entries,
+and taken out again by `hooks uninstall` (only when taskgate put them there)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import Repo
+
+
+def _settings(repo: Repo) -> dict:  # type: ignore[type-arg]
+    return json.loads((repo.path / ".claude" / "settings.json").read_text())
+
+
+def test_install_sandbox_writes_the_settings_and_the_door(repo: Repo) -> None:
+    settings = repo.path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"model": "mine", "permissions": {"deny": ["Bash(rm:*)"]}}))
+    result = repo.ok("hooks", "install", "--project", "--sandbox")
+    assert "sandbox settings in" in result.out and "agent door" in result.out
+    data = _settings(repo)
+    sandbox = data["sandbox"]
+    assert sandbox["enabled"] is True and sandbox["allowUnsandboxedCommands"] is False
+    db = str((repo.path / ".taskgate" / "state.db").resolve())
+    assert "/" + db in sandbox["filesystem"]["denyWrite"]
+    door = str((repo.path / ".git").resolve() / "taskgate" / "door.sock")
+    assert sandbox["network"]["allowUnixSockets"] == [door]
+    assert f"Write(/{db})" in data["permissions"]["deny"]
+    assert "Bash(rm:*)" in data["permissions"]["deny"] and data["model"] == "mine"
+    assert data["hooks"]["PreToolUse"]  # the hooks themselves are installed as well
+    before = settings.read_bytes()
+    again = repo.ok("hooks", "install", "--project", "--sandbox")
+    assert "unchanged" in again.out and settings.read_bytes() == before
+
+    out = repo.ok("hooks", "uninstall", "--project").out
+    assert "removed taskgate's sandbox settings" in out
+    rest = _settings(repo)
+    assert "sandbox" not in rest and rest["permissions"]["deny"] == ["Bash(rm:*)"]
+    assert rest["model"] == "mine"
+
+
+def test_uninstall_keeps_a_persons_own_sandbox_settings(repo: Repo) -> None:
+    settings = repo.path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    own = {"sandbox": {"enabled": True, "allowUnsandboxedCommands": False}}
+    settings.write_text(json.dumps(own))
+    repo.ok("hooks", "install", "--project")
+    repo.ok("hooks", "uninstall", "--project")
+    assert _settings(repo)["sandbox"] == own["sandbox"]
+
+
+def test_sandbox_is_for_claude_code(repo: Repo, tmp_path: Path) -> None:
+    result = repo.run("hooks", "install", "--client", "codex", "--sandbox")
+    assert result.code == 2 and "--sandbox is for Claude Code" in result.err
