@@ -68,12 +68,10 @@ def forward(path: Path, argv: Sequence[str]) -> int | None:
     from taskgate.engine.core import session_from_env
     from taskgate.server.door import MAX_REPLY, recv_frame, send_frame
 
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _connect(path)
+    if sock is None:
+        return None
     try:
-        try:
-            sock.connect(str(path))
-        except OSError:
-            return None
         session = _session(argv) or session_from_env()
         send_frame(sock, {"argv": list(argv), "cwd": os.getcwd(), "session": session})
         reply = recv_frame(sock, MAX_REPLY)
@@ -89,6 +87,28 @@ def forward(path: Path, argv: Sequence[str]) -> int | None:
     sys.stderr.write(str(reply.get("stderr", "")))
     code = reply.get("exit")
     return code if isinstance(code, int) else EXIT_ENVIRONMENT
+
+
+def _connect(path: Path) -> socket.socket | None:
+    """A connection to the door; None (after saying why, when it is not plain) if none."""
+    if not path.exists():
+        return None
+    sock: socket.socket | None = None
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(str(path))
+        return sock
+    except PermissionError as exc:  # e.g. a seccomp filter: Claude Code's sandbox on Linux
+        print(
+            f"taskgate: this sandbox does not allow Unix sockets, so the agent door at {path} "
+            f"cannot be reached from here ({exc.strerror}; docs/security.md, Agent door)",
+            file=sys.stderr,
+        )
+    except OSError:
+        pass  # nobody listens: the original error and its hint stand
+    if sock is not None:
+        sock.close()
+    return None
 
 
 def _session(argv: Sequence[str]) -> str:
