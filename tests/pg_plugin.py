@@ -1,0 +1,34 @@
+"""Run any CLI test module against PostgreSQL instead of SQLite (issue 20):
+
+    PYTHONPATH=tests .venv/bin/python -m pytest -p pg_plugin tests/test_checkpoints.py
+
+Starts one throwaway cluster (tests/pgserver.py) for the session and gives every test its own
+empty database through TASKGATE_DATABASE_URL, which every `taskgate` the test runs inherits.
+Tests that open `.taskgate/state.db` themselves (SQLite-specific faults, sqlite3 probes) do
+not apply and fail under it, and so do suites that copy a template repository built once
+(test_complete.py's copy_repo: the copy's views are ahead of its fresh database, exit 5); the
+plugin is for the protocol suites. Passing on PostgreSQL at the time of writing:
+test_checkpoints.py (22 tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import pgserver
+
+
+@pytest.fixture(scope="session")
+def _pg_cluster() -> Iterator[pgserver.PgServer]:
+    server = pgserver.start_server()
+    try:
+        yield server
+    finally:
+        pgserver.remove(server)
+
+
+@pytest.fixture(autouse=True)
+def _on_postgres(_pg_cluster: pgserver.PgServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TASKGATE_DATABASE_URL", _pg_cluster.fresh_database())
