@@ -114,7 +114,9 @@ def test_hash_chain_and_hook_snapshot_are_identical_to_sqlite(
     assert entry["plan_approved"] is True and entry["main_may_fix"] is True
     assert store.refresh_snapshot() == "unchanged"
     (tmp_path / snapshot.FILE_NAME).write_text('{"format": 1, "tasks": []}\n')
-    assert store.refresh_snapshot() == "replaced"  # changed outside taskgate: rewritten
+    # Rewritten, but not "replaced": on PostgreSQL another machine's write makes it differ,
+    # which is no evidence of a change outside taskgate (no false R-LCK-09 alarm).
+    assert store.refresh_snapshot() == "written"
     assert (tmp_path / snapshot.FILE_NAME).read_text() == pg_file
     lite.close()
 
