@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SRC, Repo, Run, make_repo
+from conftest import SRC, Repo, Run, edit_store, make_repo
 from flow import to_classified, to_synthesis
 from server_helpers import Running, start_server
 from taskgate.agents import sandbox
 from taskgate.cli.main import _parser
+from taskgate.engine.core import pid_start_time
 from taskgate.server import door
 
 pytestmark = pytest.mark.skipif(not sandbox.probe()[0], reason="bubblewrap does not work here")
@@ -152,6 +153,26 @@ def test_human_only_commands_are_refused_at_the_door(served: tuple[Repo, Running
     status = repo.ok("status", TASK, "--json").json()
     assert status["state"] == "SYNTHESIS" and not status.get("approvals")
     assert door_events(repo) == []
+
+
+def test_a_task_that_taskgate_run_drives_is_not_written_through_the_door(
+    served: tuple[Repo, Running],
+) -> None:
+    repo, _ = served
+    to_classified(repo, TASK)
+    repo.ok("transition", TASK, "REQUIREMENTS", cwd=repo.worktree(TASK))
+    me = os.getpid()  # a live process stands in for `taskgate run`, the task's long-lived owner
+    edit_store(repo, "UPDATE tasks SET owner_pid = ?, owner_started = ? WHERE name = ?", me,
+               pid_start_time(me), TASK)  # fmt: skip
+    db = repo.path / ".taskgate" / "state.db"
+    before = fingerprint(db)
+    for args in (
+        ("transition", TASK, "CLASSIFIED", "--reason", "redo"),
+        ("agent", "set", TASK, "architect", "IN_PROGRESS"),
+    ):
+        result = confined(repo, *args)
+        assert result.code == 1 and "taskgate run" in result.err and "R-TRN-07" in result.err
+    assert fingerprint(db) == before and door_events(repo) == []
 
 
 def _ask(repo: Repo, request: bytes) -> dict[str, object]:

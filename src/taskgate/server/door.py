@@ -290,14 +290,38 @@ def execute(job: dict[str, Any]) -> int:
                 f"refused at the agent door: {start} is another repository",
                 hint="the door serves only the repository of its server",
             )
+        task = getattr(args, "task", None)
+        if isinstance(task, str):
+            _refuse_if_driven(ws, task)
     except TaskgateError as exc:
         cli._report(exc, wants_json)
         return exc.exit_code
     code = cli.main(argv)
-    task = getattr(args, "task", None)
     if code == 0 and isinstance(task, str):
         _record(ws, task, argv, code)
     return code
+
+
+def _refuse_if_driven(ws: Workspace, task: str) -> None:
+    """A task `taskgate run` drives is written by `run` alone: its agents report in their
+    result object, never behind its back through the door (R-TRN-07)."""
+    from taskgate.engine.core import Engine, owner_alive
+    from taskgate.errors import Refused
+    from taskgate.protocol.violations import Violation
+
+    engine = Engine(ws)
+    try:
+        snap = engine.snapshot(task)
+    finally:
+        engine.close()
+    if snap is None or snap.task.owner_pid is None or owner_alive(snap.task, engine.host) is False:
+        return
+    raise Refused(
+        f"refused at the agent door: '{task}' is driven by taskgate run (pid "
+        f"{snap.task.owner_pid} on {snap.task.host})",
+        [Violation("R-TRN-07", "only the lease holder writes the task")],
+        hint="end your reply with the result object your prompt describes: run records it",
+    )
 
 
 def _record(ws: Workspace, task: str, argv: list[str], code: int) -> None:
