@@ -275,3 +275,35 @@ def test_decide_refuses_by_command_identity(argv: list[str]) -> None:
 )  # fmt: skip
 def test_decide_allows_the_agent_operations(argv: list[str]) -> None:
     assert door.decide(_parser().parse_args(argv)) is None
+
+
+def test_the_door_is_reachable_from_the_sandbox_run_uses(served: tuple[Repo, Running]) -> None:
+    """agents/sandbox.py's own confinement (private /tmp, git shadow): the agent's CLI finds
+    the door; once `run` drives the task (a live owner_pid) the same request is refused."""
+    import subprocess
+
+    repo, _ = served
+    to_classified(repo, TASK)
+    repo.ok("transition", TASK, "REQUIREMENTS", cwd=repo.worktree(TASK))
+    agent_wt = repo.task_dir(TASK) / "agents" / "architect" / "code"
+    env = {**os.environ, "PYTHONPATH": str(SRC), "TASKGATE_SESSION": "s1"}
+
+    def agent_set(status: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-P", "-m", "taskgate", "agent", "set", TASK, "architect", status]
+        bwrap = sandbox.probe()[0]
+        with sandbox.confine(bwrap, cmd, env, worktree=agent_wt, branch=f"{TASK}-architect",
+                             outputs=[]) as jail:  # fmt: skip
+            proc = subprocess.run(jail.argv, env=jail.env, capture_output=True, text=True)
+            jail.finish()
+        return proc
+
+    done = agent_set("IN_PROGRESS")
+    assert done.returncode == 0, done.stderr
+    assert [e["argv"][:3] for e in door_events(repo)] == [["agent", "set", TASK]]
+    me = os.getpid()
+    edit_store(repo, "UPDATE tasks SET owner_pid = ?, owner_started = ? WHERE name = ?", me,
+               pid_start_time(me), TASK)  # fmt: skip
+    before = fingerprint(repo.path / ".taskgate" / "state.db")
+    refused = agent_set("WORKING")
+    assert refused.returncode == 1 and "R-TRN-07" in refused.stderr
+    assert fingerprint(repo.path / ".taskgate" / "state.db") == before
