@@ -102,6 +102,8 @@ def test_agent_commands_change_the_store_through_the_door(
         ["agent", "set", TASK, "architect", "IN_PROGRESS"],
     ]
     assert all(e["channel"] == "agent-door" and e["session"] == "s1" for e in events)
+    audit = repo.run("audit", TASK)
+    assert audit.code == 0 and "FAIL" not in audit.out, audit.out
     # The door's session is the request's: another session is foreign to this task (R-TRN-07).
     before = fingerprint(repo.path / ".taskgate" / "state.db")
     foreign = confined(repo, "transition", TASK, "CLASSIFIED", "--reason", "x", session="s2")

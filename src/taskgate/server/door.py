@@ -326,13 +326,18 @@ def _refuse_if_driven(ws: Workspace, task: str) -> None:
 
 def _record(ws: Workspace, task: str, argv: list[str], code: int) -> None:
     """The `agent-door` event: which agent command came through the door, for which session."""
+    from taskgate.engine import views
     from taskgate.engine.core import Engine, session_from_env
 
     engine = Engine(ws, session_id=session_from_env())
     try:
         with engine.store.write() as tx:
-            if tx.snapshot(task) is not None:
-                engine.event(tx, task, CHANNEL, {"channel": CHANNEL, "argv": argv, "exit": code})
+            if tx.snapshot(task) is None:
+                return
+            engine.event(tx, task, CHANNEL, {"channel": CHANNEL, "argv": argv, "exit": code})
+            after = tx.snapshot(task)
+        if after is not None:
+            views.render(ws, after)  # the audit trail view shows the event (audit: views)
     except Exception as exc:  # the command itself succeeded; say so rather than fail it
         print(f"taskgate: agent door: could not record the door event: {exc}", file=sys.stderr)
     finally:
