@@ -164,6 +164,8 @@ def _rebase(repo: Path, task: str) -> None:
         (wt / gitdir / "index.lock").unlink(missing_ok=True)
         if (wt / gitdir / "rebase-merge").exists() or (wt / gitdir / "rebase-apply").exists():
             _git(wt, "rebase", "--abort")
+    # Work a kill left staged is committed first (git refuses to rebase a dirty index).
+    _git(wt, "commit", "-q", "-m", f"[agent:architect] {task} work (staged before a kill)")
     if _git(wt, "rebase", "-q", "main").returncode != 0:
         _git(wt, "rebase", "--abort")
 
