@@ -11,8 +11,9 @@ from taskgate.protocol.workflow import state_path
 
 
 def _doc(fn: object) -> str:
-    text = (getattr(fn, "__doc__", "") or "").strip().splitlines()
-    return text[0] if text else ""
+    """The docstring's first paragraph on one line (a sentence may wrap)."""
+    text = (getattr(fn, "__doc__", "") or "").strip().split("\n\n")[0]
+    return " ".join(line.strip() for line in text.splitlines())
 
 
 def render() -> str:
