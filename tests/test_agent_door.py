@@ -309,3 +309,19 @@ def test_the_door_is_reachable_from_the_sandbox_run_uses(served: tuple[Repo, Run
     refused = agent_set("WORKING")
     assert refused.returncode == 1 and "R-TRN-07" in refused.stderr
     assert fingerprint(repo.path / ".taskgate" / "state.db") == before
+
+
+def test_the_agent_presents_through_the_door_and_the_person_approves_in_the_terminal(
+    served: tuple[Repo, Running],
+) -> None:
+    repo, _ = served
+    to_synthesis(repo, TASK)
+    presented = confined(repo, "present", TASK)
+    assert presented.code == 0, presented.err
+    assert [e["argv"] for e in door_events(repo)] == [["present", TASK]]
+    forged = confined(repo, "approve", TASK, "plan")
+    assert forged.code == 1 and "R-CKP-02" in forged.err
+    assert not repo.ok("status", TASK, "--json").json().get("approvals")
+    repo.ok("approve", TASK, "plan")  # the person's own terminal writes the store directly
+    approvals = repo.ok("status", TASK, "--json").json()["approvals"]
+    assert len(approvals) == 1 and approvals[0]["provenance"] != "agent-relayed"
