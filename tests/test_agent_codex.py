@@ -263,6 +263,24 @@ def test_heal_after_taskgate_was_killed_during_a_run(tmp_path: Path) -> None:
     assert codex_sandbox.heal(request.agent_dir, worktree) == []
 
 
+def test_the_next_invocation_heals_a_run_killed_with_taskgate(tmp_path: Path) -> None:
+    """No recovery command needed: the next invocation of the agent (any backend) first takes
+    the killed run's commit onto T-A, so it starts from its branch, not a stray HEAD."""
+    from taskgate.agents import codex_sandbox
+
+    env = codex_env(tmp_path, "success")
+    request = env.request("quality", Mode.IMPLEMENTATION)
+    worktree = env.worktree("quality")
+    codex_sandbox.prepare(codex_sandbox.plan(request, commit=True), request)
+    (worktree / "part.py").write_text("x = 1\n")
+    git(worktree, "add", "part.py")
+    git(worktree, "commit", "-q", "-m", "[agent:quality] part")
+    assert gitrepo.head_ref(worktree) is None  # what a killed taskgate leaves behind
+    invoke(env.request("quality", Mode.REVIEW))
+    assert gitrepo.head_ref(worktree) == "add-login-quality"
+    assert git(worktree, "log", "-1", "--format=%s", "add-login-quality") == "[agent:quality] part"
+
+
 def test_a_staged_file_that_is_a_link_is_not_taken_over(tmp_path: Path) -> None:
     """The agent replaced its staged report by a symlink (to something only taskgate could
     read): nothing is copied and the run is an ERROR."""

@@ -227,6 +227,12 @@ def invoke(request: AgentRequest, backend: Backend | None = None) -> AgentResult
     Raises Refused only when the request itself is wrong (no agent worktree, R-WTB-04); every
     agent failure — crash, timeout, garbage, missing evidence — is an ERROR/TIMEOUT result.
     """
+    # A Codex implementation run killed with taskgate (SIGKILL skips its finally) leaves the
+    # worktree on a detached HEAD with the agent's commits: take them onto T-A first (a no-op
+    # without codex_sandbox's marker), so the next invocation never starts from a stray HEAD.
+    from taskgate.agents.codex_sandbox import heal
+
+    heal(request.agent_dir, request.worktree)
     _require_worktree(request)
     if backend is None:
         settings = request.settings
