@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 CHANNEL = "agent-door"
 MAX_REQUEST = 64 * 1024
 MAX_REPLY = 32 * 1024 * 1024
+MAX_RUNNING = 4  # requests run at once; more wait their turn
 REQUEST_TIMEOUT = 4 * 3600.0  # a `validate` runs the build; the agent timeout is 60 min
 
 # The allowlist (default deny): what an agent may ask of the store.
@@ -182,6 +183,7 @@ class Door:
         self.ws = ws
         self.path = door_path(ws.common_dir)
         self._stop = threading.Event()
+        self._slots = threading.BoundedSemaphore(MAX_RUNNING)  # a flood waits, never forks
         self._sock = _bind(self.path)
         self._thread = threading.Thread(target=self._serve, name="agent-door", daemon=True)
         self._thread.start()
@@ -210,7 +212,9 @@ class Door:
                 _try_send(conn, {"stdout": "", "stderr": f"taskgate: agent door: {exc}\n",
                                  "exit": 2})  # fmt: skip
                 return
-            _try_send(conn, handle(self.ws, request))
+            with self._slots:
+                reply = handle(self.ws, request)
+            _try_send(conn, reply)
 
     def close(self) -> None:
         """Stop accepting and remove the socket file."""
