@@ -501,3 +501,16 @@ def test_the_hooks_libpq_read_equals_the_stores_snapshot(store: PgStore, url: st
     assert via_libpq == json.loads(store.snapshot_path.read_text())
     with pytest.raises(pg_hook.HookStoreError):
         pg_hook.snapshot(url.replace("port=", "port=1"), json.loads)
+
+
+def test_store_url_in_taskgate_toml_selects_postgres(url: str, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r")
+    config = (repo.path / "taskgate.toml").read_text()
+    (repo.path / "taskgate.toml").write_text(config + f'\n[store]\nurl = "{url}"\n')
+    repo.ok("init")
+    repo.ok("start", "add-login")
+    with psycopg.connect(url) as conn:
+        owner = conn.execute("SELECT session_id FROM tasks WHERE name = 'add-login'").fetchone()
+    assert owner == ("s1",)
+    bad = repo.run("status", env={"TASKGATE_DATABASE_URL": "sqlite:///x.db"})
+    assert bad.code == 2 and "must be a postgresql:// URL" in bad.err
