@@ -30,7 +30,7 @@ from typing import Any
 
 from taskgate.errors import UsageError
 from taskgate.fsutil import atomic_write
-from taskgate.hooks.install import MARKER, TIMEOUT_S, Report, hook_command, is_ours
+from taskgate.hooks.install import MARKER, TIMEOUT_S, Report, drop_ours, hook_command, is_ours
 from taskgate.process import run
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop")
@@ -185,22 +185,7 @@ def uninstall(path: Path) -> Report:
     if not path.exists():
         return report
     data = _load(path)
-    hooks = data.get("hooks", {})
-    for event in list(hooks):
-        kept = []
-        for group in hooks[event]:
-            entries = group.get("hooks", [])
-            if not any(is_ours(h) for h in entries):
-                kept.append(group)
-                continue
-            report.changes[event] = "removed"
-            rest = [h for h in entries if not is_ours(h)]
-            if rest:
-                kept.append({**group, "hooks": rest})
-        if kept:
-            hooks[event] = kept
-        else:
-            del hooks[event]
+    report.changes.update(dict.fromkeys(drop_ours(data.get("hooks", {})), "removed"))
     if report.changes:
         atomic_write(path, json.dumps(data, indent=2) + "\n")
     return report

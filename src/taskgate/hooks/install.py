@@ -262,13 +262,10 @@ def _parse_autostart(command: str, path: Path) -> HttpTarget | None:
         return None
 
 
-def uninstall(path: Path) -> Report:
-    """Remove taskgate's entries only; empty containers we leave behind are removed."""
-    report = Report(path)
-    if not path.exists():
-        return report
-    data = _load(path)
-    hooks = data.get("hooks", {})
+def drop_ours(hooks: dict[str, Any]) -> list[str]:
+    """Remove taskgate's entries from a `hooks` table in place (Claude Code's and Codex's have
+    the same shape), dropping groups and events left empty; the events that had one."""
+    found = []
     for event in list(hooks):
         kept = []
         for group in hooks[event]:
@@ -276,7 +273,7 @@ def uninstall(path: Path) -> Report:
             if not any(is_ours(h) for h in entries):
                 kept.append(group)
                 continue
-            report.changes[event] = "removed"
+            found.append(event)
             rest = [h for h in entries if not is_ours(h)]
             if rest:
                 kept.append({**group, "hooks": rest})
@@ -284,6 +281,17 @@ def uninstall(path: Path) -> Report:
             hooks[event] = kept
         else:
             del hooks[event]
+    return found
+
+
+def uninstall(path: Path) -> Report:
+    """Remove taskgate's entries only; empty containers we leave behind are removed."""
+    report = Report(path)
+    if not path.exists():
+        return report
+    data = _load(path)
+    hooks = data.get("hooks", {})
+    report.changes.update(dict.fromkeys(drop_ours(hooks), "removed"))
     if not hooks:
         data.pop("hooks", None)
     if report.changes:
