@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from conftest import Repo, git
+import pytest
+
+from conftest import Repo, git, make_repo
 
 PLAN = """
 ## Implementation Plan
@@ -142,3 +146,24 @@ def copy_repo(src: Path, dest: Path) -> Repo:
         gitdir_file.write_text(f"{dot_git}\n")
         dot_git.write_text(f"gitdir: {admin}\n")
     return Repo(dest)
+
+
+@contextmanager
+def implementation_template(
+    factory: pytest.TempPathFactory, name: str, task: str, *, second: bool = True
+) -> Iterator[Repo]:
+    """A module-wide template: `task` in IMPLEMENTATION (session s1) and, with `second`,
+    fix-typo held by session s2; built under a HOME of its own (module fixtures run outside
+    the per-test hermetic one). Tests copy it with copy_repo."""
+    with pytest.MonkeyPatch.context() as mp:
+        home = factory.mktemp("home")
+        mp.setenv("HOME", str(home))
+        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        (home / ".gitconfig").write_text(
+            "[user]\n\tname = T\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n"
+        )
+        repo = make_repo(factory.mktemp(name) / "repo")
+        to_implementation(repo, task)
+        if second:
+            repo.ok("start", "fix-typo", session="s2")
+        yield repo

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from conftest import Repo, make_repo
-from flow import agents_of, to_implementation
+from conftest import Repo
+from flow import agents_of, implementation_template
 from test_hooks_dispatch import TASK, fixture, hook
 
 # {W} task worktree, {R} main worktree, {O} another task's worktree, {A} an agent's worktree,
@@ -295,16 +295,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 
 def build_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """The repository and scratch files every attempt runs against (see `world`)."""
-    with pytest.MonkeyPatch.context() as mp:
-        home = tmp_path_factory.mktemp("home")
-        mp.setenv("HOME", str(home))
-        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        (home / ".gitconfig").write_text(
-            "[user]\n\tname = T\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n"
-        )
-        repo = make_repo(tmp_path_factory.mktemp("adv") / "repo")
-        to_implementation(repo, TASK)
-        repo.ok("start", "fix-typo", session="s2")
+    with implementation_template(tmp_path_factory, "adv", TASK, second=True) as repo:
         scratch = tmp_path_factory.mktemp("scratch")
         w = repo.worktree(TASK)
         (scratch / "lnk").symlink_to(w)
@@ -326,7 +317,7 @@ def build_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         yield {
             "{W}": str(w), "{R}": str(repo.path), "{O}": str(repo.worktree("fix-typo")),
             "{A}": str(repo.task_dir(TASK) / "agents" / agent / "code"), "{T}": str(scratch),
-            "{LNK}": str(scratch / "lnk"), "{HL}": str(scratch / "hl"), "HOME": str(home),
+            "{LNK}": str(scratch / "lnk"), "{HL}": str(scratch / "hl"), "HOME": os.environ["HOME"],
             "{PY}": sys.executable,
         }  # fmt: skip
 

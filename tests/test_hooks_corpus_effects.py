@@ -13,24 +13,15 @@ from typing import Any
 
 import pytest
 
-from conftest import Repo, make_repo
-from flow import agents_of, copy_repo, to_implementation
+from conftest import Repo
+from flow import agents_of, copy_repo, implementation_template
 from test_hooks_dispatch import TASK, decision, fixture, hook
 
 
 @pytest.fixture(scope="module")
 def implementation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A repository with add-login in IMPLEMENTATION (session s1), fix-typo held by s2."""
-    with pytest.MonkeyPatch.context() as mp:
-        home = tmp_path_factory.mktemp("home")
-        mp.setenv("HOME", str(home))
-        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        (home / ".gitconfig").write_text(
-            "[user]\n\tname = T\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n"
-        )
-        repo = make_repo(tmp_path_factory.mktemp("impl") / "repo")
-        to_implementation(repo, TASK)
-        repo.ok("start", "fix-typo", session="s2")
+    with implementation_template(tmp_path_factory, "impl", TASK, second=True) as repo:
         yield repo.path
 
 

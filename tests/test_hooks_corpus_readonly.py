@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Repo, make_repo
-from flow import to_implementation
+from conftest import Repo
+from flow import implementation_template
 from test_hooks_dispatch import TASK, decision, fixture, hook
 
 W = "{W}"  # the task worktree
@@ -236,15 +236,7 @@ CASES = [(kind, command) for kind, commands in READ_ONLY.items() for command in 
 @pytest.fixture(scope="module")
 def implementation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Repo]:
     """add-login in IMPLEMENTATION, session s1: the main agent may not write."""
-    with pytest.MonkeyPatch.context() as mp:
-        home = tmp_path_factory.mktemp("home")
-        mp.setenv("HOME", str(home))
-        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        (home / ".gitconfig").write_text(
-            "[user]\n\tname = T\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n"
-        )
-        repo = make_repo(tmp_path_factory.mktemp("ro") / "repo")
-        to_implementation(repo, TASK)
+    with implementation_template(tmp_path_factory, "ro", TASK, second=False) as repo:
         yield repo
 
 

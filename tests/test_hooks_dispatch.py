@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from conftest import Repo, Run, edit_store, make_repo
-from flow import agents_of, approve_plan, copy_repo, to_implementation, to_synthesis, to_validation
+from flow import (
+    agents_of,
+    approve_plan,
+    copy_repo,
+    implementation_template,
+    to_synthesis,
+    to_validation,
+)
 from taskgate.hooks.install import default_program, hook_command
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
@@ -92,16 +99,7 @@ def context(run: Run, event: str) -> str:
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A repository with add-login in IMPLEMENTATION (session s1), fix-typo held by s2."""
-    with pytest.MonkeyPatch.context() as mp:
-        home = tmp_path_factory.mktemp("home")
-        mp.setenv("HOME", str(home))
-        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        (home / ".gitconfig").write_text(
-            "[user]\n\tname = T\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n"
-        )
-        repo = make_repo(tmp_path_factory.mktemp("impl") / "repo")
-        to_implementation(repo, TASK)
-        repo.ok("start", "fix-typo", session="s2")
+    with implementation_template(tmp_path_factory, "impl", TASK, second=True) as repo:
         yield repo.path
 
 
