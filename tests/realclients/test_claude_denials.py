@@ -139,3 +139,35 @@ def test_the_plugin_wires_the_same_hooks(claude: Claude, impl: OwnedRepo) -> Non
     assert [d["tool_name"] for d in run.result["permission_denials"]] == ["Write"]
     # and the plugin's SessionStart context reached the model
     assert "=== RESUMING TASK" in claude.mock.main[0].all_text()
+
+
+def test_an_mcp_write_tool_is_denied(
+    claude: Claude, hooks_installed: Path, impl: OwnedRepo, tmp_path: Path
+) -> None:
+    """A real MCP server's write tool (`mcp__fs__write_file`, its path in `path`) is judged like
+    Write: into the task worktree in IMPLEMENTATION it is Guard 7, into `.taskgate/` the store
+    rule; nothing lands, and the same tool still writes outside taskgate's places."""
+    from realclients.codex_runner import MCP_SERVER
+
+    server = tmp_path / "mcp_fs.py"
+    server.write_text(MCP_SERVER)
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps({"mcpServers": {"fs": {"command": sys.executable, "args": [str(server)]}}})
+    )
+    wt = impl.worktree(TASK)
+    elsewhere = tmp_path / "notes.md"
+    script = [
+        call("mcp__fs__write_file", path=str(wt / "src" / "login.py"), content="x = 1\n"),
+        call("mcp__fs__write_file", path=str(impl.path / ".taskgate" / "forged.md"), content="x"),
+        call("mcp__fs__write_file", path=str(elsewhere), content="x"),
+        say("done"),
+    ]
+    claude.run("write", wt, script, "--mcp-config", str(config), session=OWNER)
+    results = claude.mock.last().tool_results()
+    denied = [r for r in results if r.get("is_error")]
+    assert len(denied) == 2, results
+    assert "[R-AGT-12]" in str(denied[0]["text"]) and "[R-" in str(denied[1]["text"]), denied
+    assert not (wt / "src" / "login.py").exists()
+    assert not (impl.path / ".taskgate" / "forged.md").exists()
+    assert elsewhere.read_text() == "x"  # the server is live: the denials are the hook's
