@@ -6,11 +6,21 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from conftest import Repo
 from server_helpers import dashboard
 
 DESC = "Add user authentication with email and password"
 FID = "001-user-authentication-email-password"
+
+
+@pytest.fixture
+def repo(repo: Repo) -> Repo:
+    """conftest's repository with the scripted spec agents declared (issue 17)."""
+    with (repo.path / "taskgate.toml").open("a", encoding="utf-8") as f:
+        f.write('\n[spec]\nbackend = "scripted"\n')
+    return repo
 
 
 def _state(repo: Repo) -> bytes:

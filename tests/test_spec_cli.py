@@ -30,6 +30,33 @@ STALE = {
 }  # fmt: skip
 
 
+SCRIPTED = '\n[spec]\nbackend = "scripted"  # the canned agents; the person answers\n'
+
+
+def scripted_spec(repo: Repo) -> Repo:
+    """Declare the scripted spec agents in taskgate.toml (without [spec], spec new exits 2)."""
+    with (repo.path / "taskgate.toml").open("a", encoding="utf-8") as f:
+        f.write(SCRIPTED)
+    return repo
+
+
+@pytest.fixture
+def repo(repo: Repo) -> Repo:
+    """conftest's repository with `[spec] backend = "scripted"`."""
+    return scripted_spec(repo)
+
+
+def test_spec_new_without_a_spec_section_exits_2_naming_it(tmp_path: Path) -> None:
+    """Issue 17: no [spec] section is a usage error, never the canned demo agents."""
+    bare = make_repo(tmp_path / "bare")
+    run = bare.run("spec", "new", DESC)
+    assert run.code == 2, run.err
+    assert "no [spec] section" in run.err and "--demo" in run.err
+    assert 'backend = "claude"' in run.err
+    assert not (bare.path / "specs").exists()  # nothing started
+    assert bare.ok("spec", "new", DESC, "--demo").code == 0  # the demo needs no [spec]
+
+
 def spec_dir(repo: Repo, fid: str = FID) -> Path:
     """specs/NNN-name of the repository."""
     return repo.path / "specs" / fid
@@ -73,6 +100,7 @@ def test_demo_runs_the_whole_loop_and_seeds_a_task(repo: Repo) -> None:
 def test_without_a_terminal_questions_exit_4_and_answers_go_on(tmp_path: Path) -> None:
     git(tmp_path, "init", "-q", "-b", "main")  # a repository without 'taskgate init'
     repo = Repo(tmp_path)
+    (tmp_path / "taskgate.toml").write_text(SCRIPTED)
     first = repo.run("spec", "new", DESC)
     assert first.code == 4, first.err
     assert "C1.1 [G-001]" in first.out and "taskgate spec answer" in first.out

@@ -45,7 +45,17 @@ def _agents_config(args: argparse.Namespace) -> dict[str, Any]:
     script, command = getattr(args, "script", None), getattr(args, "agent_command", None)
     configured = "scripted"
     if not (script or command or args.demo):  # the demo never needs taskgate.toml
-        configured = load_spec_config(_where(args)[0]).backend
+        repo = _where(args)[0]
+        spec = load_spec_config(repo)
+        if not spec.declared:  # issue 17: never the canned demo agents by surprise
+            raise UsageError(
+                f"{repo / 'taskgate.toml'} has no [spec] section: no agents are configured to "
+                "write and review the specification",
+                hint='add to taskgate.toml: [spec] backend = "claude" (or "codex", "command" '
+                "with command = [...], see docs/spec.md), or pass --agent-command EXE; "
+                "--demo runs the canned demo agents and answers",
+            )
+        configured = spec.backend
     return agents_config(script, command, demo=args.demo, configured=configured)
 
 

@@ -108,6 +108,7 @@ class SpecConfig:
     own: Mapping[str, Any] = field(default_factory=dict)  # [spec] options, checked
     agents: AgentsConfig = field(default_factory=AgentsConfig)
     timeout_minutes: int = 60  # [protocol] agent_timeout_minutes (C-02)
+    declared: bool = True  # taskgate.toml has a [spec] backend (issue 17: no silent demo)
 
     def settings(self, backend: str, command: Sequence[str] = ()) -> AgentSettings:
         """A role's settings on `backend`: [spec] over [agents.<backend>] over read-only
@@ -129,6 +130,7 @@ def parse_spec_config(config: Config, root: Path) -> SpecConfig:
     """`[spec]` and `[agents]` of taskgate.toml; UsageError names the key."""
     agents = parse_agents_config(config.agents, root)
     raw = dict(config.spec)
+    declared = "backend" in raw
     backend = raw.pop("backend", "scripted")
     if backend not in BACKENDS:
         raise UsageError(
@@ -141,7 +143,7 @@ def parse_spec_config(config: Config, root: Path) -> SpecConfig:
             hint="pass a scenario with 'taskgate spec new --script FILE'",
         )
     own = check_backend_options(raw, backend, "[spec]") if raw else {}
-    return SpecConfig(backend, own, agents, config.protocol.agent_timeout_minutes)
+    return SpecConfig(backend, own, agents, config.protocol.agent_timeout_minutes, declared)
 
 
 def load_spec_config(repo: Path) -> SpecConfig:
