@@ -187,6 +187,11 @@ def test_abandon_keeps_every_piece_of_work_and_ends_the_task(brepo: Repo) -> Non
     assert status["state"] == "VALIDATION"  # the record stays as it was
     again = brepo.run("start", TASK, session="s2")
     assert again.code == 1 and "abandoned" in again.err
+    listed = {t["task"]: t for t in brepo.ok("todo", "--json", session="s2").json()}
+    assert listed[TASK]["availability"] == "abandoned"  # not available, not another's
+    assert "superseded by sso" in listed[TASK]["reason"]
+    line = next(x for x in brepo.ok("todo", session="s2").out.splitlines() if TASK in x)
+    assert line.split()[1] == "abandoned", line
 
 
 # The build fails only once the archival edit is on main (as in tests/test_cleanup.py).

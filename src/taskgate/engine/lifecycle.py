@@ -121,6 +121,11 @@ def _selection(
             pending_setup=pending,
         )
     )
+    if row is not None and row.extra.get("abandoned"):  # issue 17: not available, not other
+        reason = str(row.extra["abandoned"].get("reason", ""))
+        return replace(
+            sel, availability=Availability.ABANDONED, message=f"abandoned: {reason}".rstrip(": ")
+        )
     if sel.availability is Availability.BLOCKED and todo is not None:
         why = blocked_reasons(todo, done).get(name)
         if why:  # unknown dependencies and cycles said plainly, not only "waits for"

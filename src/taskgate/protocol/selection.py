@@ -16,6 +16,7 @@ class Availability(StrEnum):
     BLOCKED = "blocked"  # unfinished dependencies
     INFEASIBLE = "infeasible"  # missing Purpose/Scope/Components (R-LCK-12)
     DONE = "done"  # released after CLEANUP, or archived
+    ABANDONED = "abandoned"  # `taskgate abandon` ended it (issue 17); start refuses it
 
 
 @dataclass(frozen=True)
