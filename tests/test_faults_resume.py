@@ -134,3 +134,22 @@ def test_complete_task_released_by_a_person_is_adopted_and_cleaned_up(
     repo.ok("cleanup", TASK, session="s2")
     assert repo.ok("status", TASK, "--json", session="s2").json()["state"] == "CLEANUP"
     assert repo.run("audit", TASK, session="s2").code == 0
+
+
+def test_resumed_archival_commits_the_blob_the_killed_run_staged(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """Found by the whole-lifecycle torture's reachability invariant: the redone changelog
+    entry carried a new timestamp, so the blob a killed run had staged became unreachable."""
+    repo = approved_repo(tmp_path_factory, tmp_path / "repo")
+    day1 = {
+        "TASKGATE_FAILPOINT": "complete:archival-staged",
+        "TASKGATE_FAKE_NOW": "2026-01-01T00:00:00Z",
+    }
+    killed = repo.run("complete", TASK, env=day1)
+    assert killed.code == -signal.SIGKILL
+    staged = git(repo.worktree(TASK), "ls-files", "-s", "changelog.md").split()[1]
+    repo.ok("complete", TASK, env={"TASKGATE_FAKE_NOW": "2026-01-02T00:00:00Z"})
+    log = git(repo.path, "log", "-g", "--format=%H %s", TASK).splitlines()
+    archival = next(line.split()[0] for line in log if "[agent:main] archive" in line)
+    assert git(repo.path, "rev-parse", f"{archival}:changelog.md") == staged

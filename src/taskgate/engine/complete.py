@@ -160,7 +160,10 @@ def _preflight(engine: Engine, snap: TaskSnapshot) -> str:
 
 def _changelog_entry(engine: Engine, task: str, snap: TaskSnapshot, title: str) -> str:
     t = snap.task
-    lines = [f"## {task}: {title}", f"- Completed: {engine.now()}"]
+    # The time this complete began, not now: a resumed archival writes the same bytes, so
+    # the blob a killed run had staged stays the one committed (issue 16: nothing lost).
+    started = [e.at for e in snap.events if e.kind == "complete_started"]
+    lines = [f"## {task}: {title}", f"- Completed: {started[-1] if started else engine.now()}"]
     if t.risk_level:
         lines.append(f"- Risk: {t.risk_level}")
     if t.required_agents:
