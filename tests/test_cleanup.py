@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,10 @@ def test_cleanup_end_to_end_and_idempotent(crepo: Repo) -> None:
     out = crepo.ok("cleanup", TASK, "--json").json()
     assert out["state"] == "CLEANUP"
     assert set(out["deleted_branches"]) == {TASK, *(f"{TASK}-{a}" for a in agents)}
-    assert out["main_build"]["result"] == "SUCCESS"  # R-CMP-08 on the merged commit
+    # R-CMP-08: main is the validated tree plus the archival edit, so that validation stands
+    # (issue 17: one suite run per task, not two)
+    assert out["main_build"]["result"] == "UNCHANGED"
+    assert set(out["main_build"]["differs_only_in"]) <= {"todo.md", "changelog.md"}
     assert_cleaned(crepo, agents)
     again = crepo.ok("cleanup", TASK, "--json").json()
     assert again["already_clean"] is True
@@ -123,12 +127,15 @@ def test_cleanup_before_complete_is_refused(tmp_path_factory: pytest.TempPathFac
 
 
 def test_failing_build_on_main_blocks_cleanup(tmp_path: Path) -> None:
-    """R-CMP-08 / C-83: a build that breaks only after the merge escalates (exit 4)."""
+    """R-CMP-08 / C-83: a build that breaks only after the merge escalates (exit 4). Here
+    only the archival edit breaks it, so the project declares it part of the build."""
     script = (
         "import os, sys; sys.exit(os.path.exists('changelog.md') "
         "and 'add-login' in open('changelog.md').read())"
     )
-    config = f'[validation]\ncommands = [["python3", "-c", "{script}"]]\n'
+    config = (
+        f'[validation]\ncommands = [["python3", "-c", "{script}"]]\nrebuild_on_main = "always"\n'
+    )
     repo = make_repo(tmp_path / "r", config=config)
     to_complete(repo, TASK)
     result = repo.run("cleanup", TASK)
@@ -136,3 +143,75 @@ def test_failing_build_on_main_blocks_cleanup(tmp_path: Path) -> None:
     status = repo.ok("status", TASK, "--json").json()
     assert status["state"] == "COMPLETE"
     assert TASK in branches(repo)
+
+
+def _counting(tmp_path: Path) -> tuple[str, Path]:
+    """A [validation] that counts its runs outside the repository and fails on main/BROKEN."""
+    runs = tmp_path / "runs.log"
+    script = (
+        f"import os, sys; open({str(runs)!r}, 'a').write('run '); "
+        "sys.exit(os.path.exists('BROKEN'))"
+    )
+    return f'[validation]\ncommands = [["python3", "-c", "{script}"]]\n', runs
+
+
+def test_main_as_validated_costs_no_second_suite_run(tmp_path: Path) -> None:
+    """Issue 17 (Measure): main is the validated commit plus todo.md/changelog.md, so cleanup
+    records that validation instead of running the whole suite again."""
+    config, runs = _counting(tmp_path)
+    repo = make_repo(tmp_path / "r", config=config)
+    to_complete(repo, TASK)
+    before = runs.read_text().count("run")
+    assert before >= 1
+    out = repo.ok("cleanup", TASK, "--json").json()
+    assert runs.read_text().count("run") == before  # no run on main
+    build = out["main_build"]
+    assert build["result"] == "UNCHANGED" and build["on_main"] is True
+    validated = [
+        e for e in _events(repo, "validation") if not e.get("on_main") and e["result"] == "SUCCESS"
+    ]
+    assert build["validated_sha"] == validated[-1]["head_sha"]
+    assert build["head_sha"] == git(repo.path, "rev-parse", "main")
+    trail = json.loads((repo.task_dir(TASK) / "audit-trail.json").read_text())
+    assert [v["result"] for v in trail["build_verifications"] if v.get("on_main")] == ["UNCHANGED"]
+
+
+def test_a_change_on_main_after_complete_is_still_built(tmp_path: Path) -> None:
+    """The guarantee stays where it matters: any other difference from the validated tree (a
+    person's commit, another task merged) runs the build on main, which can fail."""
+    config, runs = _counting(tmp_path)
+    repo = make_repo(tmp_path / "r", config=config)
+    to_complete(repo, TASK)
+    before = runs.read_text().count("run")
+    (repo.path / "BROKEN").write_text("x\n")
+    git(repo.path, "add", "BROKEN")
+    git(repo.path, "commit", "-qm", "a person's change on main")
+    result = repo.run("cleanup", TASK)
+    assert result.code == 4 and "R-CMP-08" in result.err
+    assert runs.read_text().count("run") == before + 1
+    assert repo.ok("status", TASK, "--json").json()["state"] == "COMPLETE"
+
+
+def test_rebuild_on_main_always_runs_the_suite_again(tmp_path: Path) -> None:
+    config, runs = _counting(tmp_path)
+    repo = make_repo(tmp_path / "r", config=config + 'rebuild_on_main = "always"\n')
+    to_complete(repo, TASK)
+    before = runs.read_text().count("run")
+    assert repo.ok("cleanup", TASK, "--json").json()["main_build"]["result"] == "SUCCESS"
+    assert runs.read_text().count("run") == before + 1
+    bad = make_repo(tmp_path / "bad", config=config + 'rebuild_on_main = "never"\n')
+    wrong = bad.run("todo")
+    assert wrong.code == 2 and "rebuild_on_main" in wrong.err
+
+
+def _events(repo: Repo, kind: str) -> list[dict[str, Any]]:
+    """Payloads of `kind` events (from the store), oldest first."""
+    import sqlite3
+
+    db = repo.path / ".taskgate" / "state.db"
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = con.execute("SELECT payload FROM events WHERE kind = ? ORDER BY seq", (kind,))
+        return [json.loads(r[0]) for r in rows]
+    finally:
+        con.close()

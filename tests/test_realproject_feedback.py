@@ -198,7 +198,7 @@ def test_abandon_keeps_every_piece_of_work_and_ends_the_task(brepo: Repo) -> Non
 _MAIN_ONLY_FAILURE = (
     '[validation]\ncommands = [["python3", "-c", "import os, sys; '
     "sys.exit(os.path.exists('changelog.md') and 'add-login' in open('changelog.md').read())"
-    '"]]\n'
+    '"]]\nrebuild_on_main = "always"\n'  # the archival edit is part of this build
 )
 
 

@@ -208,7 +208,7 @@ def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
     for e in snap.events:  # verified already (cleanup rerun after a crash)
         p = e.payload
         if e.kind == "validation" and p.get("on_main") and p.get("head_sha") == built:
-            passed = p.get("result") == "SUCCESS"
+            passed = p.get("result") in ("SUCCESS", "UNCHANGED")
             if passed:
                 return dict(p)
     report: dict[str, Any] = {"on_main": True, "head_sha": built, "branch": t.base_branch}
@@ -224,6 +224,11 @@ def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
     commands = engine.ws.config.validation.commands
     if not commands:
         return report | {"result": "SKIPPED", "reason": "no [validation] commands (C-80)"}
+    from taskgate.engine.validated_tree import reuse  # issue 17: one suite run, not two
+
+    if (same := reuse(engine, snap, built)) is not None:
+        _record(engine, t.name, report | same)  # in the audit trail, not a suite run
+        return report | same
     timeout = engine.ws.config.validation.timeout_minutes * 60
     ran = []
     failure: dict[str, Any] = {}

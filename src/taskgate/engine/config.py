@@ -42,6 +42,8 @@ DEFAULT_CONFIG_TEXT = """\
 # Commands run by `taskgate validate` in the task worktree, in order, without a shell.
 # commands = ["python -m pytest -q"]
 # timeout_minutes = 30
+# rebuild_on_main = "changed"   # cleanup skips the build when main is the validated tree
+#                               # apart from todo.md/changelog.md; "always" builds it anyway
 
 # [worktree]
 # What every new task and agent worktree gets before anyone works in it (docs/guide.md,
@@ -141,6 +143,9 @@ class ValidationConfig:
 
     commands: tuple[tuple[str, ...], ...] = ()
     timeout_minutes: int = 30
+    # issue 17: "changed" skips the build on main when main is the validated tree apart from
+    # todo.md/changelog.md; "always" builds it (the archival files are part of the build)
+    rebuild_on_main: str = "changed"
 
 
 DEFAULT_DISPOSABLE = (
@@ -221,7 +226,7 @@ def parse_config(text: str, path: Path | None = None) -> Config:
     pr = _table(data, "protocol", where)
     _known(pr, set(ProtocolConfig.__dataclass_fields__), f"{where} [protocol]")
     va = _table(data, "validation", where)
-    _known(va, {"commands", "timeout_minutes"}, f"{where} [validation]")
+    _known(va, {"commands", "timeout_minutes", "rebuild_on_main"}, f"{where} [validation]")
     d_ws, d_pr = WorkspaceConfig(), ProtocolConfig()
     workspace = WorkspaceConfig(
         **{
@@ -262,7 +267,14 @@ def parse_config(text: str, path: Path | None = None) -> Config:
     validation = ValidationConfig(
         commands=tuple(commands),
         timeout_minutes=_typed(va, "timeout_minutes", int, 30, where),
+        rebuild_on_main=_typed(va, "rebuild_on_main", str, "changed", where),
     )
+    if validation.rebuild_on_main not in ("changed", "always"):
+        raise UsageError(
+            f'{where} [validation]: rebuild_on_main must be "changed" or "always", got '
+            f"{validation.rebuild_on_main!r}",
+            hint="see docs/cli.md, 'cleanup'",
+        )
     return Config(
         workspace=workspace,
         protocol=protocol,
