@@ -88,7 +88,7 @@ DEFAULT_CONFIG_TEXT = """\
 
 # [spec]
 # Who writes and reviews specifications (`taskgate spec new`, docs/spec.md); without this
-# table the built-in scripted roles run, which only suit the demo.
+# table `spec new` exits 2 (`--demo` runs the canned demo agents; "scripted" chooses them).
 # backend = "claude"             # scripted | command | claude | codex
 # model = "sonnet"
 
