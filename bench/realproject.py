@@ -7,7 +7,9 @@ counts, per task, from the record taskgate keeps:
 - agent invocations: the prompts taskgate wrote (agents/A/MODE-rR-aA[-N].prompt.md, one per
   invocation, requirements to review);
 - validation runs: `validation` events on the task branch, and on main after the merge
-  (R-CMP-08); each is a full run of the test suite, which costs the person real time.
+  (R-CMP-08); each is a full run of the test suite, which costs the person real time. An
+  on-main record with result UNCHANGED (main is the validated tree apart from todo.md and
+  changelog.md) ran nothing and is counted apart ("reused").
 
 Run: python bench/realproject.py [scenario-substring]
 """
@@ -88,15 +90,23 @@ def main() -> int:
         seconds = time.perf_counter() - start
         repo = tmp / "repo"
         calls = invocations(repo, task)
-        runs = scenarios.events(repo, task, "validation")
-        on_main = sum(1 for r in runs if r.get("on_main"))
-        rows.append((label, task, len(calls), len(runs) - on_main, on_main, seconds))
+        events = scenarios.events(repo, task, "validation")
+        # an on-main record "UNCHANGED" stands for the validated run: no suite ran (issue 17)
+        reused = sum(1 for r in events if r.get("on_main") and r.get("result") == "UNCHANGED")
+        on_main = sum(1 for r in events if r.get("on_main")) - reused
+        on_t = len(events) - on_main - reused
+        rows.append((label, task, len(calls), on_t, on_main, reused, seconds))
     print(f"{'scenario':<36} {'task':<11} {'agent inv.':>10} {'val. T':>7} {'val. main':>9} "
-          f"{'seconds':>8}")  # fmt: skip
-    for label, task, calls, on_t, on_main, seconds in rows:
-        print(f"{label:<36} {task:<11} {calls:>10} {on_t:>7} {on_main:>9} {seconds:>8.1f}")
-    total = (sum(r[2] for r in rows), sum(r[3] for r in rows), sum(r[4] for r in rows))
-    print(f"{'total':<48} {total[0]:>10} {total[1]:>7} {total[2]:>9}")
+          f"{'reused':>6} {'seconds':>8}")  # fmt: skip
+    for label, task, calls, on_t, on_main, reused, seconds in rows:
+        print(f"{label:<36} {task:<11} {calls:>10} {on_t:>7} {on_main:>9} {reused:>6} "
+              f"{seconds:>8.1f}")  # fmt: skip
+    total = [sum(r[i] for r in rows) for i in (2, 3, 4, 5)]
+    print(f"{'total':<48} {total[0]:>10} {total[1]:>7} {total[2]:>9} {total[3]:>6}")
+    print(
+        "val. T / val. main: full suite runs on the task branch / on main after the merge; "
+        "reused: cleanups that found main exactly the validated tree (no run)"
+    )
     print("realproject bench: agent invocations and validation runs per task")
     return 0
 
