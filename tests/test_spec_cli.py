@@ -353,3 +353,43 @@ def test_resume_fresh_and_orphan_with_description(repo: Repo) -> None:
     adopted = repo.run("spec", "resume", "002", "--description", "Export CSV files", "--demo")
     assert adopted.code == 0, adopted.err
     assert state_of(repo, "002-csv-export")["loop_status"] == "completed"
+
+
+NAME = "user-authentication-email-password"
+
+
+def test_to_task_commits_the_entry_with_its_spec_and_the_title_survives(tmp_path: Path) -> None:
+    """Issue 17: to-task leaves no modified todo.md or untracked specs/ behind: one commit on
+    main holds both; the task then completes under its title (changelog and commit)."""
+    from flow import PASSING_BUILD, to_complete
+
+    repo = make_repo(tmp_path / "r", config=PASSING_BUILD)
+    repo.ok("spec", "new", DESC, "--demo")
+    before = git(repo.path, "rev-parse", "HEAD")
+    out = repo.ok("spec", "to-task", "001", "--json").json()
+    assert out["commit"] == git(repo.path, "rev-parse", "HEAD") != before
+    assert git(repo.path, "rev-parse", "HEAD~1") == before  # exactly one commit
+    files = set(git(repo.path, "show", "--name-only", "--format=", "HEAD").split())
+    assert {"todo.md", f"specs/{FID}/spec.md", f"specs/{FID}/checklists/requirements.md",
+            f"specs/{FID}/.workflow/state.json"} <= files  # fmt: skip
+    assert NAME in git(repo.path, "log", "-1", "--format=%s")
+    status = git(repo.path, "status", "--porcelain", "--", "todo.md", f"specs/{FID}/spec.md")
+    assert status == ""
+    to_complete(repo, NAME)
+    changelog = git(repo.path, "show", "main:changelog.md")
+    assert f"## {NAME}: Add user authentication with email and password" in changelog
+    assert git(repo.path, "log", "-1", "--format=%s", "main").startswith(
+        f"{NAME}: Add user authentication"
+    )
+
+
+def test_to_task_never_commits_the_persons_own_todo_edits(repo: Repo) -> None:
+    repo.ok("spec", "new", DESC, "--demo")
+    todo = repo.path / "todo.md"
+    todo.write_text(todo.read_text() + "\nA note of mine, not committed yet.\n")
+    head = git(repo.path, "rev-parse", "HEAD")
+    run = repo.ok("spec", "to-task", "001")
+    assert git(repo.path, "rev-parse", "HEAD") == head  # nothing committed
+    assert "not committed (todo.md has changes of yours" in run.out
+    assert f"git add todo.md specs/{FID}/spec.md" in run.out
+    assert "A note of mine" in todo.read_text() and f"## {NAME}:" in todo.read_text()

@@ -412,16 +412,43 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_to_task(args: argparse.Namespace) -> int:
     """`taskgate spec to-task ID`: append a todo.md task seeded by a completed spec."""
+    from taskgate.engine.workspace import find_workspace
+    from taskgate.errors import GitError
     from taskgate.spec.detect import find, specs_root
-    from taskgate.spec.totask import append_task
+    from taskgate.spec.totask import append_task, commit_blocker, commit_task, spec_files
 
     repo, _ = _where(args)
     candidate = find(specs_root(repo), args.id)
+    # Decided before the edit: the person's own uncommitted todo.md edits are never committed.
+    blocker = (
+        "--no-commit" if args.no_commit else commit_blocker(repo, find_workspace(repo).todo_path)
+    )
     name, todo = append_task(repo, candidate, args.name)
+    sha = ""
+    if not blocker:
+        try:
+            sha = commit_task(repo, todo, candidate, name)
+        except GitError as exc:  # e.g. a pre-commit hook of the project refused it
+            blocker = f"git commit failed: {exc}"
+    rels = [str(p.relative_to(repo)) for p in (todo, *spec_files(candidate))]
+    if sha:
+        text = f"added task '{name}' to {todo}, committed with its spec as {sha[:12]}"
+    else:
+        text = (
+            f"added task '{name}' to {todo}; not committed ({blocker}): commit it with the spec "
+            f"before 'taskgate start' (the task branch starts from the committed main):\n"
+            f"  git add {' '.join(rels)} && git commit -m 'todo: add task {name}'"
+        )
     _emit(
         args,
-        {"task": name, "todo": str(todo)},
-        f"added task '{name}' to {todo}\n  next: taskgate start {name}",
+        {
+            "task": name,
+            "todo": str(todo),
+            "commit": sha or None,
+            "files": rels,
+            "not_committed": blocker or None,
+        },
+        f"{text}\n  next: taskgate start {name}",
     )
     return EXIT_OK
 
@@ -468,3 +495,8 @@ def register(add: Any) -> None:
     s = spec("to-task", cmd_to_task, "append a todo.md task seeded by a completed spec")
     s.add_argument("id")
     s.add_argument("--name", help="task name (default: the spec's short name)")
+    s.add_argument(
+        "--no-commit",
+        action="store_true",
+        help="only append to todo.md; do not commit it with the spec",
+    )

@@ -99,3 +99,53 @@ def append_task(repo: Path, candidate: Candidate, name: str | None) -> tuple[str
         raise UsageError(f"the generated entry does not parse: {exc}") from None
     atomic_write(todo_path, new_text)
     return name, todo_path
+
+
+# --- committing the new task with its spec (issue 17) ----------------------------------------
+
+
+def commit_blocker(repo: Path, todo_path: Path) -> str:
+    """Why to-task must leave its files for the person to commit ('' when it may commit):
+    a detached HEAD, an operation in progress, or edits of the person's own in todo.md."""
+    from taskgate.git.cmd import git
+
+    branch = git("symbolic-ref", "-q", "--short", "HEAD", cwd=repo, check=False).stdout.strip()
+    if not branch:
+        return "the main worktree is not on a branch (detached HEAD)"
+    git_dir = Path(git("rev-parse", "--absolute-git-dir", cwd=repo).stdout.strip())
+    busy = {"MERGE_HEAD": "a merge", "rebase-merge": "a rebase", "rebase-apply": "a rebase",
+            "CHERRY_PICK_HEAD": "a cherry-pick"}  # fmt: skip
+    for marker, what in busy.items():
+        if (git_dir / marker).exists():
+            return f"{what} is in progress in the main worktree"
+    rel = str(todo_path.relative_to(repo))
+    if git("rev-parse", "-q", "--verify", "HEAD", cwd=repo, check=False).returncode != 0:
+        return "the repository has no commit yet"
+    dirty = git("status", "--porcelain", "-z", "--", rel, cwd=repo).stdout
+    if dirty.strip("\0"):
+        return f"{rel} has changes of yours that are not committed"
+    return ""
+
+
+def spec_files(candidate: Candidate) -> list[Path]:
+    """What the task's record needs of the spec: spec.md, checklists, state and index (not
+    the agents' transcripts or the workflow lock)."""
+    paths = candidate.paths
+    wanted = [paths.spec, paths.root / "checklists", paths.state, paths.workflow / "index.md",
+              paths.report]  # fmt: skip
+    return [p for p in wanted if p.exists()]
+
+
+def commit_task(repo: Path, todo_path: Path, candidate: Candidate, name: str) -> str:
+    """One commit on the current branch with the todo.md entry and the spec; its sha."""
+    from taskgate.git.cmd import git
+
+    rels = [str(p.relative_to(repo)) for p in (todo_path, *spec_files(candidate))]
+    git("add", "--", *rels, cwd=repo)
+    message = (
+        f"todo: add task {name} from spec {candidate.feature_id}\n\n"
+        f"taskgate spec to-task {candidate.feature_id}: the todo.md entry and "
+        f"{candidate.paths.root.relative_to(repo)} (spec, checklists, workflow state) together."
+    )
+    git("commit", "-q", "-m", message, "--", *rels, cwd=repo)
+    return git("rev-parse", "HEAD", cwd=repo).stdout.strip()
