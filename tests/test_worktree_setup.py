@@ -230,6 +230,7 @@ def test_cleanup_keeps_the_main_worktree_originals(tmp_path: Path) -> None:
         "+ ' ' + str(os.path.exists('.env')) + ' ' + str(os.path.islink('node_modules')) + '\\n')"
     )
     validation = f"[validation]\ncommands = [{json.dumps([sys.executable, '-c', probe])}]\n"
+    validation += 'rebuild_on_main = "always"\n'  # build main although it is the validated tree
     worktree = f'symlink = ["node_modules"]\nsetup = {toml_list([MARKER_CMD])}\n'
     repo = project(tmp_path / "repo", worktree, validation=validation)
     main_env = repo.path / ".env"
