@@ -110,24 +110,60 @@ def test_cargo_build_error_is_compilation() -> None:
     assert "cannot find value `c`" in build.failures[0].message
 
 
+# go-test.json and go-test.stderr.txt are a real capture (issue 17): go1.19.8 linux/amd64
+# (Debian golang-go), `go test -json ./...` in /tmp/gocap/calc, a module `example.com/calc`
+# with TestZero passing, TestAdd failing, and package broken/ that does not compile; stdout
+# and stderr saved verbatim. Go before 1.24 writes no build events: the build failure is a
+# plain `FAIL\t<pkg> [build failed]` line among the JSON and the compiler errors are on stderr.
 def test_go_test_json() -> None:
-    report = tr.parse_go_json((FIXTURES / "go-test.json").read_text())
+    stdout = (FIXTURES / "go-test.json").read_text()
+    stderr = (FIXTURES / "go-test.stderr.txt").read_text()
+    report = tr.parse_go_json(stdout + stderr, root="/tmp/gocap/calc")
     assert (report.tests, report.failed) == (2, 1)
     names = [f.name for f in report.failures]
     assert names == ["example.com/calc.TestAdd", "example.com/calc/broken [build failed]"]
     assert report.failures[0].files == ("calc_test.go",)
-    assert "want 4" in report.failures[0].message
+    assert report.failures[0].message == "calc_test.go:13: Add(2, 2) = 0, want 4"
+    assert "--- FAIL: TestAdd" in report.failures[0].excerpt
     assert report.failures[1].kind == "compile"
     assert report.failures[1].files == ("broken/broken.go",)
+    assert report.failures[1].message == "broken/broken.go:4:9: undefined: missing"
     assert classify_failure("", report).type is FailureType.COMPILATION
+    # stdout alone (no stderr): the build failure is still seen, just without its files
+    alone = tr.parse_go_json(stdout, root="/tmp/gocap/calc")
+    assert [f.name for f in alone.failures] == names
+    assert alone.failures[1].kind == "compile" and alone.failures[1].files == ()
 
 
-def test_jest_json() -> None:
-    report = tr.parse_jest_json((FIXTURES / "jest.json").read_text(), root="/work/app")
+# go-test-1.24-handwritten.json is NOT a capture: go 1.24's build-output/build-fail events,
+# written from cmd/test2json's documentation (only go 1.19 is installable offline here).
+def test_go_test_json_build_events_of_go_1_24() -> None:
+    report = tr.parse_go_json((FIXTURES / "go-test-1.24-handwritten.json").read_text())
     assert (report.tests, report.failed) == (2, 1)
-    (failure,) = report.failures
-    assert failure.name == "src/sum.test.js > sum adds 1 + 2"
-    assert failure.files == ("src/sum.test.js",)  # node_modules frames dropped
+    names = [f.name for f in report.failures]
+    assert names == ["example.com/calc.TestAdd", "example.com/calc/broken [build failed]"]
+    assert report.failures[1].kind == "compile"
+    assert report.failures[1].files == ("broken/broken.go",)
+
+
+# jest.json is a real capture (issue 17): jest 30.5.2 on node v20.20.2, `npx jest --json
+# --outputFile=…` in /tmp/jestcap with src/sum.test.js (one passing, one failing test of a
+# `sum` that subtracts) and src/broken.test.js (requires a missing module: the suite cannot
+# run); saved verbatim.
+def test_jest_json() -> None:
+    report = tr.parse_jest_json((FIXTURES / "jest.json").read_text(), root="/tmp/jestcap")
+    assert (report.tests, report.failed, report.errors) == (2, 1, 1)
+    failing, suite = report.failures
+    assert failing.name == "src/sum.test.js > sum adds 1 + 2"
+    assert failing.files == ("src/sum.test.js",)  # node_modules frames dropped
+    assert failing.message == "Error: expect(received).toBe(expected) // Object.is equality"
+    # the excerpt keeps expected/received and the test's own frame, not jest-circus's dozen
+    assert "Expected: 3\nReceived: -1" in failing.excerpt
+    assert "(/tmp/jestcap/src/sum.test.js:9:23)" in failing.excerpt
+    assert "node_modules" not in failing.excerpt and "<anonymous>" not in failing.excerpt
+    assert suite.name == "src/broken.test.js" and suite.kind == "collection"
+    assert suite.message == "Cannot find module './does-not-exist' from 'src/broken.test.js'"
+    assert suite.files == ("src/broken.test.js",)
     assert classify_failure("", report).type is FailureType.TEST
 
 

@@ -192,7 +192,8 @@ def validate(engine: Engine, task: str) -> ValidationResult:
             stdout = _go_text(result.stdout) if how.kind == "go-json" else result.stdout
             text = f"{stdout}{result.stderr}"
             outputs.append(f"$ {' '.join(cmd)}\n{text}")
-            reports += _read_reports(how, result.stdout, text, worktree, started)
+            # go < 1.24 prints a package's compiler errors on stderr, outside the JSON
+            reports += _read_reports(how, result.stdout + result.stderr, text, worktree, started)
             if not result.ok:
                 code = result.returncode
                 timed_out = result.timed_out

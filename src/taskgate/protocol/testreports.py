@@ -205,9 +205,11 @@ def parse_go_json(text: str, *, root: str = "") -> TestReport:
     failed_tests: list[tuple[str, str]] = []
     build_failed: list[str] = []
     tests = skipped = 0
+    compiling = ""  # the package of the compiler output being read (go < 1.24, stderr)
     for line in text.splitlines():
         line = line.strip()
-        if not line.startswith("{"):
+        if not line.startswith("{"):  # go < 1.24 reports build failures as text (see below)
+            compiling = _go_text_line(line, compiling, outputs, build_failed)
             continue
         try:
             event = json.loads(line)
@@ -252,6 +254,26 @@ def parse_go_json(text: str, *, root: str = "") -> TestReport:
     return TestReport("go-json", tests, len(failed_tests), 0, skipped, tuple(failures))
 
 
+_GO_BUILD_FAILED = re.compile(r"^FAIL\s+(\S+) \[(?:build|setup) failed\]$")
+_GO_COMPILING = re.compile(r"^# (\S+)(?: \[\S+\])?$")
+
+
+def _go_text_line(
+    line: str, compiling: str, outputs: dict[tuple[str, str], list[str]], build_failed: list[str]
+) -> str:
+    """Go before 1.24 has no build events: `FAIL\t<pkg> [build failed]` is a text line on
+    stdout and the compiler's `# <pkg> [<pkg>.test]` block is on stderr. Returns the package
+    whose compiler output continues on the next line."""
+    if failed := _GO_BUILD_FAILED.match(line):
+        build_failed.append(failed.group(1))
+        return ""
+    if started := _GO_COMPILING.match(line):
+        return started.group(1)
+    if compiling and line:
+        outputs.setdefault((compiling, ""), []).append(line + "\n")
+    return compiling
+
+
 def _go_failure(pkg: str, test: str, body: str, root: str) -> TestFailure:
     lines = [ln for ln in body.splitlines() if not ln.startswith(("=== RUN", "--- FAIL"))]
     return TestFailure(
@@ -284,7 +306,7 @@ def parse_jest_json(text: str, *, root: str = "") -> TestReport:
         for case in cases:
             if case.get("status") != "failed":
                 continue
-            body = "\n".join(str(m) for m in case.get("failureMessages") or [])
+            body = _jest_frames("\n".join(str(m) for m in case.get("failureMessages") or []))
             failures.append(
                 TestFailure(
                     name=f"{path} > {case.get('fullName') or case.get('title')}",
@@ -294,9 +316,10 @@ def parse_jest_json(text: str, *, root: str = "") -> TestReport:
                 )
             )
         if suite.get("status") == "failed" and not cases:  # the suite did not even load
-            body = str(suite.get("message", ""))
+            body = _jest_frames(str(suite.get("message", "")))
+            said = "\n".join(ln for ln in body.splitlines() if not ln.strip().startswith("●"))
             failures.append(
-                TestFailure(path, _first_line(body), excerpt(body),
+                TestFailure(path, _first_line(said), excerpt(body),
                             tuple(dict.fromkeys([path, *paths_in(body, root)])), kind="collection")
             )  # fmt: skip
     return TestReport(
@@ -307,6 +330,15 @@ def parse_jest_json(text: str, *, root: str = "") -> TestReport:
         int(data.get("numPendingTests", 0)),
         tuple(failures),
     )
+
+
+_JEST_NOISE_FRAME = re.compile(r"^\s+at .*(node_modules/|\(<anonymous>\)|node:internal)")
+
+
+def _jest_frames(text: str) -> str:
+    """jest's message without the stack frames of jest itself and node (a real failure has a
+    dozen jest-circus frames after the one line of the test that matters)."""
+    return "\n".join(ln for ln in text.splitlines() if not _JEST_NOISE_FRAME.match(ln))
 
 
 def _relative(path: str, root: str) -> str:
