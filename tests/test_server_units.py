@@ -154,6 +154,19 @@ def test_timeline_draws_states_agent_bars_and_marks_escaped() -> None:
     assert "event order" in svg  # all in the first seconds: the axis is event order
 
 
+def test_timeline_marks_builds_on_main_by_their_result() -> None:
+    """Cleanup's build on main records `result`, not `success`: main exactly as validated
+    (UNCHANGED) and a passing build are passes, a failing one is a failure."""
+    events = _events(
+        ("validation", {"on_main": True, "result": "UNCHANGED"}),
+        ("validation", {"on_main": True, "result": "SUCCESS"}),
+        ("validation", {"on_main": True, "result": "FAILURE", "failure_class": "test"}),
+    )
+    svg = timeline.render(_snap(events))
+    assert svg.count('class="mk circle ok"') == 2 and svg.count('class="mk circle bad"') == 1
+    assert "main: unchanged" in svg and "failed (test)" in svg
+
+
 def test_timeline_uses_time_when_events_spread_over_time() -> None:
     events = _events(*[("transition", {"from": "INIT", "to": "CLASSIFIED"})] * 5, step=40)
     assert "time (UTC)" in timeline.render(_snap(events))

@@ -11,7 +11,7 @@ from markupsafe import Markup
 from taskgate.server.pages import STATE_HELP, keyed
 
 _WAITS = {"plan": "plan approval waits for you", "changes": "change review waits for you"}
-_EXPLAINED = ("blocked", "infeasible", "foreign", "ask-user")
+_EXPLAINED = ("blocked", "infeasible", "foreign", "ask-user", "abandoned")
 
 
 def _e(value: Any) -> str:

@@ -195,8 +195,17 @@ def _marks(events: tuple[EventRow, ...], xs: list[float], axis: _Axis, y: int) -
         ok = ""
         detail = ""
         if e.kind == "validation":
-            ok = "ok" if p.get("success") else "bad"
-            detail = "passed" if p.get("success") else f"failed ({p.get('failure_class', '')})"
+            # A task-branch build has `success`; cleanup's build on main has `result`
+            # (SUCCESS, UNCHANGED: main is exactly the validated merge, ACCEPTED, SKIPPED).
+            result = p.get("result")
+            passed = p.get("success") or result in ("SUCCESS", "UNCHANGED", "ACCEPTED")
+            ok = "ok" if passed else ("" if result == "SKIPPED" else "bad")
+            label = f"main: {result.lower()}" if isinstance(result, str) else "passed"
+            detail = (
+                label
+                if passed or result == "SKIPPED"
+                else (f"failed ({p.get('failure_class', '')})")
+            )
         elif e.kind == "verdict":
             ok = "ok" if p.get("decision") == "APPROVED" else "bad"
             detail = f"{p.get('agent', '')}: {p.get('decision', '')} {p.get('reason', '')}"
