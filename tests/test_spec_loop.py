@@ -263,6 +263,31 @@ def test_any_answers_decisions_and_crashes_end_in_a_valid_final_state(
         assert parse_index(wf.paths.index.read_text()) == index_view(s)
 
 
+def test_a_crash_between_state_and_index_is_healed_by_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """state.json is saved, then index.md rendered from it: a crash between the two left the
+    index behind for good once the state said completed (found by the property above)."""
+    wf = start(tmp_path, {"gaps": [], "answers": {}})
+    real_hit = loop_module.failpoints.hit
+
+    def hit(name: str) -> None:
+        if name == "atomic_write:index.md" and load_state(wf.paths).loop_status == "completed":
+            raise Crash(name)
+        real_hit(name)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(loop_module.failpoints, "hit", hit)
+        with pytest.raises(Crash):
+            wf.run(Nobody())
+    state = load_state(wf.paths)
+    assert state is not None and state.loop_status == "completed"
+    assert parse_index(wf.paths.index.read_text()) != index_view(state)  # behind
+    done = Workflow(wf.paths, state, wf.agents).run(Nobody())
+    assert done.state.loop_status == "completed"
+    assert parse_index(wf.paths.index.read_text()) == index_view(done.state)
+
+
 def test_answers_applied_at_iteration_10_never_pass_it(tmp_path: Path) -> None:
     wf = start(tmp_path, DEMO_SCENARIO)
     first = wf.run(Nobody())

@@ -104,6 +104,7 @@ class Workflow:
             "B4": self._b4,
             "C": self._c,
         }
+        self._refresh_index()
         while True:
             step = next_step(self.state, spec_exists=self.paths.spec.exists())
             if step is None:
@@ -111,6 +112,17 @@ class Workflow:
             waiting = steps[step](responder)
             if waiting:
                 return Outcome(self.state, waiting, self.events)
+
+    def _refresh_index(self) -> None:
+        """index.md is a view of state.json, written right after it: a crash between the two
+        leaves it behind the state (found by the crash property test), so render it again."""
+        want = render_index(self.state)
+        try:
+            current = self.paths.index.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            current = None
+        if current != want:
+            atomic_write(self.paths.index, want)
 
     def _say(self, text: str) -> None:
         self.events.append(text)
