@@ -215,3 +215,25 @@ def _events(repo: Repo, kind: str) -> list[dict[str, Any]]:
         return [json.loads(r[0]) for r in rows]
     finally:
         con.close()
+
+
+def test_a_commit_on_t_after_complete_has_a_way_out(crepo: Repo) -> None:
+    """Issue 16: a commit on T after COMPLETE got R-CLN-01 "run taskgate complete", and
+    complete says it is done: a circle. Cleanup now names the commit and the hint works."""
+    late = commit_in(crepo.worktree(TASK), "late.txt", "after the merge\n", "[agent:main] late")
+    merged = crepo.git("rev-parse", "main")
+    refused = crepo.run("cleanup", TASK)
+    assert refused.code == 1, refused.err
+    text = " ".join(refused.err.split())
+    assert late[:7] in text and "R-CLN-03" in text
+    assert "taskgate complete" not in text  # not the circle
+    assert f"taskgate cleanup {TASK} --quarantine" in text
+    assert crepo.ok("status", TASK, "--json").json()["state"] == "COMPLETE"
+    assert git(crepo.worktree(TASK), "rev-parse", "HEAD") == late  # nothing was touched
+    crepo.ok("cleanup", TASK, "--quarantine")  # follow the hint
+    assert crepo.ok("status", TASK, "--json").json()["state"] == "CLEANUP"
+    refs = f"refs/taskgate/quarantine/{TASK}-*"
+    kept = crepo.git("for-each-ref", "--format=%(objectname)", refs).split()
+    assert kept and git(crepo.path, "merge-base", "--is-ancestor", late, kept[0]) == ""
+    assert git(crepo.path, "merge-base", "--is-ancestor", merged, "main") == ""
+    crepo.ok("audit", TASK)

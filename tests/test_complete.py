@@ -266,3 +266,31 @@ def test_untracked_file_in_main_worktree_is_never_overwritten(arepo: Repo) -> No
     stray.unlink()
     arepo.ok("complete", TASK)
     assert_completed(arepo, main_before)
+
+
+@pytest.mark.parametrize("point", ["complete:archival-committed", "complete:after-archival",
+                                   "complete:after-squash"])  # fmt: skip
+def test_present_and_approve_during_a_pending_complete_refuse(arepo: Repo, point: str) -> None:
+    """Issue 16 (torture): a checkpoint while `complete` is journaled would bind to taskgate's
+    own archival commit and revoke the person's approval; it refuses and says how to resume."""
+    main_before = arepo.git("rev-parse", "main")
+    approved = git(arepo.worktree(TASK), "rev-parse", "HEAD")
+    crashed = arepo.run("complete", TASK, env={"TASKGATE_FAILPOINT": point})
+    assert crashed.code == -signal.SIGKILL
+    assert git(arepo.worktree(TASK), "rev-parse", "HEAD") != approved  # ours is on T now
+    before = arepo.ok("status", TASK, "--json").json()
+    for args in (("present", TASK), ("approve", TASK, "changes"), ("say", TASK, "approved")):
+        result = arepo.run(*args)
+        assert result.code == 1, (args, result.code, result.err)
+        assert "R-CMP-09" in result.err and f"taskgate complete {TASK}" in result.err, result.err
+    after = arepo.ok("status", TASK, "--json").json()
+    assert after["checkpoint"] == before["checkpoint"]  # still bound to the approved commit
+    assert after["checkpoint"]["commit_sha"] == approved
+    assert after["approvals"] == before["approvals"]  # the person's approval is not revoked
+    arepo.ok("complete", TASK)
+    assert_completed(arepo, main_before)
+    status = arepo.ok("status", TASK, "--json").json()
+    changes = [a for a in status["approvals"] if a["kind"] == "changes"]
+    assert [a["bound_to"] for a in changes] == [approved]
+    assert all(a["revoked_at"] is None for a in changes)
+    arepo.ok("audit", TASK)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from taskgate.engine import anchor
+from taskgate.engine.complete import refuse_while_completing
 from taskgate.engine.core import Engine, current_state
 from taskgate.errors import Refused, UsageError
 from taskgate.fsutil import read_text
@@ -127,6 +128,7 @@ def present(engine: Engine, task: str) -> Presentation:
     """`taskgate present T`: show the plan or the change and record what was shown, and when."""
 
     def body(tx: Tx, snap: TaskSnapshot) -> Presentation:
+        refuse_while_completing(snap, "present")  # issue 16
         kind = _kind_for(current_state(snap.task))
         now = engine.now()
         changes: dict[str, Any] = {}
@@ -302,6 +304,7 @@ def record_approval(
     """Record an approval in the caller's step; refuses anything not bound to what was shown."""
     task = snap.task.name
     _check_provenance(engine, provenance)
+    refuse_while_completing(snap, "approve")  # issue 16
     state = current_state(snap.task)
     expected = _kind_for(state)
     if expected != kind:

@@ -131,6 +131,26 @@ def _items(engine: Engine, snap: TaskSnapshot) -> list[Item]:
     return result
 
 
+def _keep_hint(snap: TaskSnapshot, at_risk: list[Item]) -> str:
+    """What to do with work cleanup would lose; commits on T itself came after the merge."""
+    task = snap.task.name
+    keep = f"taskgate cleanup {task} --quarantine"
+    on_t = next((i for i in at_risk if i.branch == task and i.lost_commits), None)
+    if on_t is not None:  # issue 16: never 'complete' again, it is done (a circle)
+        merged = str(snap.task.extra.get("merged_sha") or "main")[:12]
+        return (
+            f"{task} has commits made after it was merged into main. Run '{keep}': they are "
+            f"kept under {QUARANTINE_PREFIX}{task}-<time> (a new task can start from that "
+            f"ref: git branch NEW <ref>) and cleanup finishes. Or move them to a new branch "
+            f"first (git branch NEW {task} && git -C {on_t.worktree} reset --hard {merged}), "
+            f"then run 'taskgate cleanup {task}'. Nothing was deleted"
+        )
+    return (
+        f"merge or commit the work (taskgate merge / git commit), or rerun with --quarantine "
+        f"('{keep}') to keep it under {QUARANTINE_PREFIX}; nothing was deleted"
+    )
+
+
 def _lost_text(items: list[Item]) -> str:
     lines = []
     for item in items:
@@ -338,8 +358,7 @@ def cleanup(engine: Engine, task: str, *, quarantine: bool = False) -> CleanupRe
                         "only branches reachable from main and clean worktrees are deleted",
                     )
                 ],
-                hint="merge or commit the work (taskgate merge / git commit), or rerun with "
-                f"--quarantine to keep it under {QUARANTINE_PREFIX}; nothing was deleted",
+                hint=_keep_hint(snap, at_risk),
             )
         build = verify_main_build(engine, engine.require_snapshot(task))
         stamp = engine.now().replace("-", "").replace(":", "")

@@ -51,6 +51,25 @@ class CompleteResult:
     unblocked: list[str] = field(default_factory=list)
 
 
+def refuse_while_completing(snap: TaskSnapshot, what: str) -> None:
+    """R-CMP-09: no checkpoint while `complete` is journaled (issue 16, found by torture).
+
+    After the archival commit T's HEAD is taskgate's own commit: a presentation would bind to
+    it and revoke the person's approval of the real change. Resuming is the way on.
+    """
+    if (snap.task.pending or {}).get("op") != OP:
+        return
+    name = snap.task.name
+    approved = str((snap.task.pending or {}).get("approved_sha") or "")[:12]
+    raise Refused(
+        f"cannot {what} '{name}': its completion of the approved commit {approved} was "
+        "interrupted and is still journaled (the task branch holds taskgate's archival commit)",
+        [Violation("R-CMP-09", "an interrupted completion is resumed, not presented again")],
+        hint=f"resume it: taskgate complete {name} (or taskgate run {name}); the approval "
+        "given stays valid",
+    )
+
+
 def _recovery_hint(engine: Engine, task: str, main: str) -> str:
     """R-CMP-06 / C-36: rebase, validate again, present again — never a merge commit or force."""
     wt = engine.ws.task_worktree(task)

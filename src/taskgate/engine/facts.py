@@ -91,10 +91,15 @@ def gather(engine: Engine, snap: TaskSnapshot, *, head: bool | None = None) -> T
     todo = engine.todo() if state is State.INIT else None
     checkpoint = t.checkpoint or {}
     merged = False
-    if state in (State.AWAITING_USER_APPROVAL, State.COMPLETE) and head_sha:
+    if state is State.AWAITING_USER_APPROVAL and head_sha:
         merged = ok("merge-base", "--is-ancestor", head_sha, t.base_branch, cwd=ws.repo) and bool(
             t.extra.get("merged_sha")
         )
+    elif state is State.COMPLETE and t.extra.get("merged_sha"):
+        # R-CLN-01: main shows the commit complete merged. A commit made on T since is not a
+        # reason to complete again (a circle, issue 16): cleanup names it and keeps it (R-CLN-03).
+        recorded = str(t.extra["merged_sha"])
+        merged = ok("merge-base", "--is-ancestor", recorded, t.base_branch, cwd=ws.repo)
     check_cwd = engine.ws.config.protocol.check_cwd
     presented = snap.latest_presentation("plan")
     if head_sha and head_sha == t.extra.get("squash_sha"):
