@@ -15,6 +15,7 @@ from typing import Any
 
 _SCALARS = (str, int, float, bool, type(None))
 _scalar = json.JSONEncoder(sort_keys=True).encode  # C-accelerated for scalars
+_escape = json.encoder.encode_basestring_ascii  # what _scalar runs for a str (ensure_ascii)
 
 
 def _flat(rows: Sequence[Any]) -> bool:
@@ -32,12 +33,25 @@ def _flat(rows: Sequence[Any]) -> bool:
     return True
 
 
+_CONSTANTS = {None: "null", True: "true", False: "false"}
+
+
+def _one(value: Any) -> str:
+    """One scalar as json.dumps writes it; exact str and None/bool skip the encoder object."""
+    kind = type(value)
+    if kind is str:
+        return _escape(value)
+    if kind is bool or value is None:
+        return _CONSTANTS[value]
+    return _scalar(value)
+
+
 def _value(value: Any) -> str:
     if isinstance(value, list):
         if not value:
             return "[]"
-        return "[\n      " + ",\n      ".join(map(_scalar, value)) + "\n    ]"
-    return _scalar(value)
+        return "[\n      " + ",\n      ".join(map(_one, value)) + "\n    ]"
+    return _one(value)
 
 
 def dumps_records(rows: Sequence[Any]) -> str:
@@ -51,6 +65,6 @@ def dumps_records(rows: Sequence[Any]) -> str:
         if not row:
             parts.append("{}")
             continue
-        fields = ",\n    ".join(f"{_scalar(k)}: {_value(row[k])}" for k in sorted(row))
+        fields = ",\n    ".join(f"{_escape(k)}: {_value(row[k])}" for k in sorted(row))
         parts.append("{\n    " + fields + "\n  }")
     return "[\n  " + ",\n  ".join(parts) + "\n]"

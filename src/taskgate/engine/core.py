@@ -24,7 +24,7 @@ from taskgate.protocol.names import task_name_problem
 from taskgate.protocol.states import State
 from taskgate.protocol.todo import TodoError, TodoList, parse_todo
 from taskgate.store.base import Store, StoreCorrupt, Tx
-from taskgate.store.records import JSON, TaskRow, TaskSnapshot
+from taskgate.store.records import JSON, TaskHead, TaskRow, TaskSnapshot
 from taskgate.store.select import open_store
 
 T = TypeVar("T")
@@ -245,7 +245,7 @@ def check_history(ws: Workspace, task: str, rendered: int | None,
     )
 
 
-def current_state(row: TaskRow) -> State:
+def current_state(row: TaskRow | TaskHead) -> State:
     """The row's state, validated (R-TRN-01); corrupted rows raise exit 5."""
     try:
         return State(row.state)

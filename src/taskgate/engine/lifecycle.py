@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from taskgate import failpoints
@@ -24,7 +26,7 @@ from taskgate.protocol.states import State
 from taskgate.protocol.todo import TodoList, TodoTask, blocked_reasons
 from taskgate.protocol.violations import Violation
 from taskgate.store.base import Conflict, StoreCorrupt, Tx
-from taskgate.store.records import TaskRow, TaskSnapshot
+from taskgate.store.records import TaskHead, TaskRow, TaskSnapshot
 
 _DONE_STATES = {State.COMPLETE.value, State.CLEANUP.value}
 MAX_REASON = 2000  # characters of a --reason: it is recorded in events and views
@@ -69,7 +71,7 @@ def init(engine: Engine) -> list[str]:
     return created
 
 
-def _done_names(engine: Engine, rows: dict[str, TaskRow]) -> set[str]:
+def _done_names(engine: Engine, rows: Mapping[str, TaskRow | TaskHead]) -> set[str]:
     names = {n for n, r in rows.items() if r.state in _DONE_STATES}
     changelog = read_text(engine.ws.changelog_path) or ""
     names.update(_CHANGELOG_TASK.findall(changelog))
@@ -84,14 +86,47 @@ def _rows(engine: Engine) -> dict[str, TaskRow]:
         raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
 
 
+def _heads(engine: Engine) -> dict[str, TaskHead]:
+    """What selection reads of every task row (a projection: `todo` at 10,000 tasks)."""
+    try:
+        with engine.store.read() as tx:
+            return {r.name: r for r in tx.task_heads()}
+    except StoreCorrupt as exc:
+        raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
+
+
+class _Worktrees:
+    """Which task worktrees exist, from one listing of the tasks root (issue 18: `todo` made
+    a stat call per task); a name in it is checked like `Path.exists()` would."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.root = str(engine.ws.tasks_root)
+        try:
+            self.dirs: set[str] | None = set(os.listdir(self.root))
+        except FileNotFoundError:
+            self.dirs = set()
+        except OSError:
+            self.dirs = None  # unreadable: ask for each task as before
+
+    def exists(self, name: str) -> bool:
+        if self.dirs is not None and name not in self.dirs:
+            return False
+        return os.path.exists(os.path.join(self.root, name, "code"))
+
+
 def _selection(
     engine: Engine,
     name: str,
     entry: TodoTask | None,
-    row: TaskRow | None,
+    row: TaskRow | TaskHead | None,
     done: set[str],
     todo: TodoList | None = None,
+    *,
+    worktrees: _Worktrees | None = None,
+    reasons: dict[str, str] | None = None,
 ) -> Selection:
+    """D-LCK-1 for one task; `worktrees` and `reasons` (blocked_reasons of `todo`) are
+    computed once by callers that select every task."""
     lock = None
     if row is not None and not row.released:
         readable = True
@@ -109,7 +144,7 @@ def _selection(
             task=name,
             session_id=engine.session_id,
             lock=lock,
-            worktree_exists=engine.ws.task_worktree(name).exists(),  # R-LCK-07, C-30
+            worktree_exists=(worktrees or _Worktrees(engine)).exists(name),  # R-LCK-07, C-30
             # COMPLETE with a released lock (a person's release --force) still needs its
             # cleanup: it is adopted like any released task, never "already completed".
             done=bool(row and row.released and row.state == State.CLEANUP.value)
@@ -127,7 +162,7 @@ def _selection(
             sel, availability=Availability.ABANDONED, message=f"abandoned: {reason}".rstrip(": ")
         )
     if sel.availability is Availability.BLOCKED and todo is not None:
-        why = blocked_reasons(todo, done).get(name)
+        why = (reasons if reasons is not None else blocked_reasons(todo, done)).get(name)
         if why:  # unknown dependencies and cycles said plainly, not only "waits for"
             sel = replace(sel, message=why)
     return sel
@@ -138,12 +173,16 @@ def availability(engine: Engine, *, held: bool = False) -> list[TaskAvailability
     (run --all, run --next, next) puts this session's own tasks that main's todo.md no
     longer lists first (their squash is on main, or their cleanup was interrupted)."""
     todo = engine.todo()
-    rows = _rows(engine)
+    rows = _heads(engine)
     done = _done_names(engine, rows)
     result = []
+    worktrees = _Worktrees(engine)
+    reasons = blocked_reasons(todo, done)  # once, not per blocked task (it was quadratic)
     for entry in todo.tasks:
         row = rows.get(entry.name)
-        sel = _selection(engine, entry.name, entry, row, done, todo)
+        sel = _selection(
+            engine, entry.name, entry, row, done, todo, worktrees=worktrees, reasons=reasons
+        )
         result.append(
             TaskAvailability(
                 entry.name,
@@ -177,7 +216,7 @@ def availability(engine: Engine, *, held: bool = False) -> list[TaskAvailability
     return result
 
 
-def _cleanup_pending(row: TaskRow) -> bool:
+def _cleanup_pending(row: TaskRow | TaskHead) -> bool:
     """A cleanup that entered CLEANUP (lock released) and was interrupted before its end."""
     return (
         row.released

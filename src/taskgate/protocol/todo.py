@@ -104,25 +104,26 @@ def split_lines(text: str, *, keepends: bool = False) -> list[str]:
 
 def parse_todo(text: str) -> TodoList:
     """Parse todo.md strictly: malformed tasks raise TodoError naming the line."""
-    lines = split_lines(text.removeprefix(BOM))
+    body = text.removeprefix(BOM)
+    lines = split_lines(body)
+    if any(char in body for char in _FALSE_BREAKS):
+        _refuse_false_breaks(lines)
+    # One pass over the lines; the regexes run only on lines starting with '#' (issue 18:
+    # `taskgate todo` parses 10,000 entries).
+    headings: list[int] = []
+    starts: set[int] = set()
     for index, line in enumerate(lines):
-        for char, name in _FALSE_BREAKS.items():
-            if char in line:
-                raise TodoError(
-                    index + 1,
-                    f"contains {name}, which some editors show as a line break and others "
-                    "do not; replace it with a newline (or a space)",
-                )
-    starts: list[int] = []
-    for index, line in enumerate(lines):
-        if _TASK_HEADING.match(line):
-            starts.append(index)
+        if line[:1] == "#" and _ANY_HEADING.match(line):
+            headings.append(index)
+            if _TASK_HEADING.match(line):
+                starts.add(index)
     tasks: list[TodoTask] = []
     seen: dict[str, int] = {}
-    for start in starts:
-        end = start + 1
-        while end < len(lines) and not _ANY_HEADING.match(lines[end]):
-            end += 1
+    for k, start in enumerate(headings):
+        if start not in starts:
+            continue
+        # An entry ends at the next heading of level 1 or 2 (a task heading is one).
+        end = headings[k + 1] if k + 1 < len(headings) else len(lines)
         task = _parse_entry(lines, start, end)
         if task.name in seen:
             raise TodoError(
@@ -131,10 +132,20 @@ def parse_todo(text: str) -> TodoList:
         seen[task.name] = task.line
         tasks.append(task)
     for task in tasks:
-        for dep in task.depends:
-            if dep == task.name:
-                raise TodoError(task.line, f"task '{task.name}' depends on itself")
+        if task.name in task.depends:
+            raise TodoError(task.line, f"task '{task.name}' depends on itself")
     return TodoList(tuple(tasks))
+
+
+def _refuse_false_breaks(lines: list[str]) -> None:
+    for index, line in enumerate(lines):
+        for char, name in _FALSE_BREAKS.items():
+            if char in line:
+                raise TodoError(
+                    index + 1,
+                    f"contains {name}, which some editors show as a line break and others "
+                    "do not; replace it with a newline (or a space)",
+                )
 
 
 def _parse_entry(lines: list[str], start: int, end: int) -> TodoTask:
@@ -149,23 +160,26 @@ def _parse_entry(lines: list[str], start: int, end: int) -> TodoTask:
     values: dict[str, str] = {}
     value_lines: dict[str, int] = {}
     description: list[str] = []
+    last = start + 1  # one past the last non-blank line of the entry
     for index in range(start + 1, end):
-        match = _FIELD.match(lines[index].strip())
-        key = match.group(1).lower() if match else ""
-        if match and key in FIELDS:
-            if key in values:
-                raise TodoError(
-                    index + 1,
-                    f"field '{match.group(1)}' repeated (first at line {value_lines[key]})",
-                )
-            values[key] = match.group(2).strip()
-            value_lines[key] = index + 1
-        elif lines[index].strip():
-            description.append(lines[index].strip())
-    last = end
-    while last > start + 1 and not lines[last - 1].strip():
-        last -= 1
-    depends = _names(values.get("depends", ""), value_lines.get("depends", 0))
+        line = lines[index].strip()
+        if not line:
+            continue
+        last = index + 1
+        match = _FIELD.match(line) if ":" in line else None
+        if match is not None:
+            key = match.group(1).lower()
+            if key in FIELDS:
+                if key in values:
+                    raise TodoError(
+                        index + 1,
+                        f"field '{match.group(1)}' repeated (first at line {value_lines[key]})",
+                    )
+                values[key] = match.group(2).strip()
+                value_lines[key] = index + 1
+                continue
+        description.append(line)
+    depends = _names(values["depends"], value_lines["depends"]) if "depends" in values else ()
     risk: RiskLevel | None = None
     if values.get("risk"):
         try:

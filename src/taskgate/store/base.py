@@ -13,6 +13,7 @@ from taskgate.store.records import (
     ApprovalRow,
     EventRow,
     PresentationRow,
+    TaskHead,
     TaskRow,
     TaskSnapshot,
     TransitionRow,
@@ -51,6 +52,14 @@ class Tx(ABC):
              list(t.required_agents), t.updated_at)
             for t in self.tasks()
         ]  # fmt: skip
+
+    def task_heads(self) -> list[TaskHead]:
+        """Name, state, lease, pending step and extra of every task, by name: what `todo`
+        selects from (a projection, issue 18)."""
+        return [
+            TaskHead(t.name, t.state, t.session_id, t.lock_released_at, t.pending, t.extra)
+            for t in self.tasks()
+        ]
 
     @abstractmethod
     def insert_task(self, row: TaskRow) -> bool:

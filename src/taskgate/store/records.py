@@ -46,6 +46,37 @@ class TaskRow:
         return replace(self, **changes)
 
 
+class TaskHead:
+    """What selecting a task reads of its row (`taskgate todo` over every task, issue 18): a
+    projection, so 10,000 rows are not decoded into TaskRows for six fields."""
+
+    __slots__ = ("extra", "lock_released_at", "name", "pending", "session_id", "state")
+
+    def __init__(self, name: str, state: str, session_id: str, lock_released_at: str | None,
+                 pending: JSON | None, extra: JSON) -> None:  # fmt: skip
+        self.name = name
+        self.state = state
+        self.session_id = session_id
+        self.lock_released_at = lock_released_at
+        self.pending = pending
+        self.extra = extra
+
+    @property
+    def released(self) -> bool:
+        """The lock was released (as TaskRow.released)."""
+        return self.lock_released_at is not None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TaskHead) and all(
+            getattr(self, k) == getattr(other, k) for k in self.__slots__
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "TaskHead(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
+
+
 @dataclass(frozen=True)
 class TransitionRow:
     """A transition_log entry (R-TRN-04) with the evidence that passed its gate (R-RSK-14)."""

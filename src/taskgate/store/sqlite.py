@@ -27,6 +27,7 @@ from taskgate.store.records import (
     ApprovalRow,
     EventRow,
     PresentationRow,
+    TaskHead,
     TaskRow,
     TransitionRow,
     ValidationRow,
@@ -116,6 +117,21 @@ class SqliteTx(Tx):
             except (ValueError, TypeError) as exc:
                 raise StoreCorrupt(f"task row {r[0]!r} does not parse: {exc}") from exc
             out.append((r[0], r[1], r[2], r[3], r[4], agents, r[6]))
+        return out
+
+    def task_heads(self) -> list[TaskHead]:
+        query = (
+            "SELECT name, state, session_id, lock_released_at, pending, extra FROM tasks "
+            "ORDER BY name"
+        )
+        out: list[TaskHead] = []
+        for name, state, session, released, pending, extra in self._c.execute(query):
+            try:
+                out.append(
+                    TaskHead(name, state, session, released, _load(pending), json.loads(extra))
+                )
+            except (ValueError, TypeError) as exc:
+                raise StoreCorrupt(f"task row {name!r} does not parse: {exc}") from exc
         return out
 
     def insert_task(self, row: TaskRow) -> bool:
