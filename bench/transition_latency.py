@@ -1,7 +1,10 @@
 """Median latency of one guarded `taskgate transition` through the CLI, as a ratio to a bare
 `python3 -c pass` measured in the same run (issue 2), plus the CLI's import time.
 
-Run: python bench/transition_latency.py [rounds]
+With --scale (issue 18): the same transition on a task with 2,000 audit events and in a store
+with 10,000 other tasks, as ratios to a fresh repository, interleaved in one run.
+
+Run: python bench/transition_latency.py [rounds] [--scale]
 """
 
 from __future__ import annotations
@@ -9,14 +12,18 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
-from common import env, median_ms, scratch_repo, tg, timed
+from common import ROOT, env, median_ms, scratch_repo, tg, timed
 
 IMPORT_ROW = re.compile(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)")
 
 
 def main() -> int:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    rounds = int(args[0]) if args else 40
+    if "--scale" in sys.argv:
+        return scale(rounds)
     repo = scratch_repo()
     tg(repo, "start", "task-0")
     wt = repo / ".taskgate" / "tasks" / "task-0" / "code"
@@ -56,6 +63,73 @@ def main() -> int:
             f"imports of {label:<20} {total / 1000:6.1f} ms self-time in total "
             f"({ours / 1000:.1f} ms in taskgate modules)"
         )
+    return 0
+
+
+def _classified_repo() -> tuple[Path, Path]:
+    repo = scratch_repo()
+    tg(repo, "start", "task-0")
+    wt = repo / ".taskgate" / "tasks" / "task-0" / "code"
+    tg(wt, "classify", "task-0")
+    return repo, wt
+
+
+def _add_events(repo: Path, count: int) -> None:
+    """`count` tool_usage events on task-0, as PostToolUse hooks record them."""
+    from taskgate.store.sqlite import SqliteStore
+
+    store = SqliteStore(repo / ".taskgate" / "state.db")
+    try:
+        with store.write() as tx:
+            for i in range(count):
+                payload = {"session": "bench", "tool": "Edit", "file": f"src/m{i % 50}.py"}
+                tx.append_event("task-0", "tool_usage", payload, "2026-01-01T00:00:00Z")
+    finally:
+        store.close()
+
+
+def _add_tasks(repo: Path, count: int) -> None:
+    """`count` other tasks in the store (each its own session, in REQUIREMENTS)."""
+    from taskgate.store.records import TaskRow
+    from taskgate.store.sqlite import SqliteStore
+
+    store = SqliteStore(repo / ".taskgate" / "state.db")
+    try:
+        with store.write() as tx:
+            for i in range(count):
+                tx.insert_task(
+                    TaskRow(name=f"t{i:05d}", state="REQUIREMENTS", session_id=f"s{i}",
+                            host="bench", fence=1, created_at="2026-01-01T00:00:00Z",
+                            updated_at="2026-01-01T00:00:00Z", risk_level="HIGH",
+                            required_agents=("architect", "quality", "style", "build"))
+                )  # fmt: skip
+    finally:
+        store.close()
+
+
+def scale(rounds: int) -> int:
+    """Issue 18: transition cost with 2,000 events / 10,000 tasks vs a fresh repository."""
+    sys.path.insert(0, str(ROOT / "src"))
+    cases: dict[str, tuple[Path, Path]] = {}
+    cases["fresh repository"] = _classified_repo()
+    cases["task with 2,000 events"] = _classified_repo()
+    _add_events(cases["task with 2,000 events"][0], 2000)
+    cases["store with 10,000 tasks"] = _classified_repo()
+    _add_tasks(cases["store with 10,000 tasks"][0], 10_000)
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    base: list[float] = []
+    cli = [sys.executable, "-m", "taskgate", "transition", "task-0"]
+    for _ in range(rounds):  # interleaved: machine noise hits every case alike
+        base.append(timed([sys.executable, "-c", "pass"], cases["fresh repository"][1]))
+        for name, (_, wt) in cases.items():
+            times[name].append(timed([*cli, "REQUIREMENTS"], wt))
+            times[name].append(timed([*cli, "CLASSIFIED", "--reason", "bench round trip"], wt))
+    fresh = median_ms(times["fresh repository"])
+    print(f"transition at scale (issue 18), {rounds} rounds of a forward + a backward move")
+    print(f"python3 -c pass              median {median_ms(base):7.1f} ms")
+    for name, samples in times.items():
+        ms = median_ms(samples)
+        print(f"{name:<28} median {ms:7.1f} ms   / fresh {ms / fresh:5.2f}")
     return 0
 
 

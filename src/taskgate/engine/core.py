@@ -172,7 +172,7 @@ class Engine:
                 if owner:
                     self.require_owner(snap.task)
                 result = body(tx, snap)
-                after = tx.snapshot(task)
+                after = tx.snapshot(task, since=snap)
                 failpoints.hit("step:before-commit")
         except StoreCorrupt as exc:
             raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc

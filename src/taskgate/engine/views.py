@@ -6,12 +6,14 @@ corrupt view is re-rendered by the next command that touches the task.
 
 from __future__ import annotations
 
+import json
+from json.encoder import encode_basestring as _escape
 from pathlib import Path
 from typing import Any
 
 from taskgate import failpoints
 from taskgate.engine.workspace import Workspace
-from taskgate.fsutil import atomic_write_json, read_json
+from taskgate.fsutil import atomic_write, read_json
 from taskgate.store.records import TaskSnapshot
 
 VIEW_NOTE = (
@@ -21,7 +23,46 @@ VIEW_NOTE = (
 
 def _write_view(path: Path, data: Any) -> None:
     """Views are rebuilt from the store, so they skip the fsync (atomic, not durable)."""
-    atomic_write_json(path, data, durable=False)
+    atomic_write(path, pretty_json(data) + "\n", durable=False)
+
+
+_CONSTANTS = {None: "null", True: "true", False: "false"}
+_STR_KEYS = {str}
+
+
+def pretty_json(value: Any, indent: str = "\n") -> str:
+    """Exactly `json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)`, about four
+    times faster (issue 18: with indent, json falls back to its pure-Python encoder, and the
+    audit trail of a task with 2,000 events was most of a step). Strings go through the C
+    escaper; anything but exact str-keyed dicts, lists, str, int, bool and None is handed to
+    json itself, re-indented (a raw newline in its output is always indentation)."""
+    kind = type(value)
+    if kind is str:
+        return _escape(value)
+    if kind is dict:
+        if not value:
+            return "{}"
+        if set(map(type, value)) == _STR_KEYS:
+            inner = indent + "  "
+            return (
+                "{"
+                + ",".join(
+                    f"{inner}{_escape(k)}: {pretty_json(value[k], inner)}" for k in sorted(value)
+                )
+                + indent
+                + "}"
+            )
+    elif kind is list:
+        if not value:
+            return "[]"
+        inner = indent + "  "
+        return "[" + ",".join(inner + pretty_json(v, inner) for v in value) + indent + "]"
+    elif value is None or kind is bool:
+        return _CONSTANTS[value]
+    elif kind is int:
+        return int.__repr__(value)
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    return text.replace("\n", indent)
 
 
 def task_json(snap: TaskSnapshot) -> dict[str, Any]:

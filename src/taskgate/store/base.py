@@ -125,6 +125,10 @@ class Tx(ABC):
     def events(self, name: str) -> list[EventRow]:
         """The task's audit events in order."""
 
+    def events_after(self, name: str, seq: int) -> list[EventRow]:
+        """The task's audit events with a sequence number above `seq`, in order."""
+        return [e for e in self.events(name) if e.seq > seq]
+
     @abstractmethod
     def append_event(self, name: str, kind: str, payload: JSON, at: str) -> EventRow:
         """Append a hash-chained audit event."""
@@ -133,11 +137,19 @@ class Tx(ABC):
     def active_task_of(self, session_id: str) -> TaskRow | None:
         """The one unreleased task this session holds (R-LCK-19, R-LCK-20)."""
 
-    def snapshot(self, name: str) -> TaskSnapshot | None:
-        """Everything about one task, consistent within this transaction."""
+    def snapshot(self, name: str, *, since: TaskSnapshot | None = None) -> TaskSnapshot | None:
+        """Everything about one task, consistent within this transaction. `since`: a snapshot
+        of the same task read earlier in this transaction; its events are kept and only the
+        ones appended after it are read (the chain is append-only; issue 18: a step read and
+        decoded every event twice)."""
         row = self.task(name)
         if row is None:
             return None
+        if since is not None and since.task.name == name:
+            last = since.events[-1].seq if since.events else 0
+            events = since.events + tuple(self.events_after(name, last))
+        else:
+            events = tuple(self.events(name))
         return TaskSnapshot(
             task=row,
             transitions=tuple(self.transitions(name)),
@@ -146,7 +158,7 @@ class Tx(ABC):
             presentations=tuple(self.presentations(name)),
             approvals=tuple(self.approvals(name)),
             validations=tuple(self.validations(name)),
-            events=tuple(self.events(name)),
+            events=events,
         )
 
 

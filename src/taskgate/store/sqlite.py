@@ -358,17 +358,22 @@ class SqliteTx(Tx):
         )  # fmt: skip
 
     def events(self, name: str) -> list[EventRow]:
-        rows = self._c.execute("SELECT * FROM events WHERE task = ? ORDER BY seq", (name,))
+        return self.events_after(name, -1)
+
+    def events_after(self, name: str, seq: int) -> list[EventRow]:
+        rows = self._c.execute(
+            "SELECT task, at, kind, payload, prev_hash, hash, seq FROM events "
+            "WHERE task = ? AND seq > ? ORDER BY seq",
+            (name, seq),
+        )
         result = []
-        for r in rows:
+        # Positional, not by name: 7 lookups by name per event were most of reading 2,000.
+        for task, at, kind, text, prev_hash, digest, event_seq in rows:
             try:
-                payload = _load(r["payload"])
+                payload = _load(text)
             except ValueError:
-                payload = {"_unparseable": r["payload"]}
-            result.append(
-                EventRow(r["task"], r["at"], r["kind"], payload, r["prev_hash"], r["hash"],
-                         r["seq"])
-            )  # fmt: skip
+                payload = {"_unparseable": text}
+            result.append(EventRow(task, at, kind, payload, prev_hash, digest, event_seq))
         return result
 
     def append_event(self, name: str, kind: str, payload: JSON, at: str) -> EventRow:
