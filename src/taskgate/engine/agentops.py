@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from taskgate import failpoints
 from taskgate.engine.clock import parse_time
 from taskgate.engine.core import Engine, current_state
 from taskgate.engine.facts import review_round
@@ -42,6 +43,28 @@ def _required(snap: TaskSnapshot, agent: str) -> AgentRow:
     return row
 
 
+def _status(text: str) -> AgentStatus:
+    try:
+        return AgentStatus(text.strip().upper())
+    except ValueError:
+        raise UsageError(
+            f"unknown agent status {text!r} (R-AST-02)",
+            hint="use WORKING, IN_PROGRESS, COMPLETE, ERROR or BLOCKED",
+        ) from None
+
+
+def _decision(text: str, reason: str) -> Decision:
+    try:
+        decision = Decision(text.strip().upper())
+    except ValueError:
+        raise UsageError(
+            f"unknown review decision {text!r}", hint="use APPROVED or REJECTED"
+        ) from None
+    if decision is Decision.REJECTED and not reason.strip():
+        raise UsageError("a rejection needs --reason (it is the feedback for the next round)")
+    return decision
+
+
 def set_status(
     engine: Engine,
     task: str,
@@ -60,83 +83,104 @@ def set_status(
     and why, which the IMPLEMENTATION -> VALIDATION gate accepts instead of a commit (R-TRN-14).
     """
     agent = _agent_name(agent_text)
-    try:
-        status = AgentStatus(status_text.strip().upper())
-    except ValueError:
-        raise UsageError(
-            f"unknown agent status {status_text!r} (R-AST-02)",
-            hint="use WORKING, IN_PROGRESS, COMPLETE, ERROR or BLOCKED",
-        ) from None
+    status = _status(status_text)
 
     def body(tx: Tx, snap: TaskSnapshot) -> AgentRow:
-        state = current_state(snap.task)
-        row = _required(snap, agent)
-        if state not in _PHASES:
-            raise Refused(
-                f"agent status is recorded per phase; {state} is not an agent phase",
-                [Violation("R-AST-19", "agents report in REQUIREMENTS, IMPLEMENTATION or REVIEW")],
-                hint="move the task to the phase first",
-            )
-        report = engine.ws.report_path(task, agent)
-        if state is State.IMPLEMENTATION and status is AgentStatus.COMPLETE:
-            _refuse_left_behind(engine, task, agent)
-        if state is State.REQUIREMENTS and status is AgentStatus.COMPLETE:
-            problem = taskmd.report_problem(file_size(report))
-            if problem:  # R-DOC-05: an empty or missing report is a failure, never "none"
-                raise Refused(
-                    f"{agent} cannot be COMPLETE in REQUIREMENTS: {problem}",
-                    [Violation("R-DOC-04", f"{report.name}: {problem}")],
-                    hint=f"write the report to {report} first",
-                )
-        now = engine.now()
-        phase = state.value
-        was_running = row.phase == phase and row.status in ("WORKING", "IN_PROGRESS")
-        if not was_running:
-            engine.event(
-                tx,
-                task,
-                "agent_invoked",
-                {
-                    "agent": agent,
-                    "mode": phase.lower(),
-                    "working_dir": str(engine.ws.agent_worktree(task, agent)),
-                },
-            )
-        if status in (AgentStatus.COMPLETE, AgentStatus.ERROR, AgentStatus.BLOCKED):
-            engine.event(
-                tx,
-                task,
-                "agent_completed",
-                {
-                    "agent": agent,
-                    "mode": phase.lower(),
-                    "status": status.value,
-                    "report": str(report) if state is State.REQUIREMENTS else None,
-                    "message": message,
-                },
-            )
-        remaining = work_remaining if work_remaining is not None else False
-        new = replace(
-            row,
-            retry_count=row.retry_count + 1 if retry and row.phase == phase else row.retry_count,
-            status=status.value,
-            phase=phase,
-            updated_at=now,
-            message=message,
-            work_remaining=remaining,
-            invoked_at=row.invoked_at if was_running else now,
-        )
-        tx.put_agent(new)
-        extra = dict(snap.task.extra)
-        if no_change.strip() and status is AgentStatus.COMPLETE:
-            if state is not State.IMPLEMENTATION:
-                raise UsageError("--no-change is recorded only for IMPLEMENTATION")
-            extra["no_change"] = {**(extra.get("no_change") or {}), agent: no_change.strip()}
-            engine.event(tx, task, "no_change", {"agent": agent, "reason": no_change.strip()})
+        row, extra = _record_status(engine, tx, snap, agent, status, message=message,
+                                    work_remaining=work_remaining, retry=retry,
+                                    no_change=no_change)  # fmt: skip
         engine.touch(tx, snap, extra=extra)
-        return new
+        return row
 
     return engine.step(task, body)
+
+
+def _record_status(
+    engine: Engine,
+    tx: Tx,
+    snap: TaskSnapshot,
+    agent: str,
+    status: AgentStatus,
+    *,
+    message: str = "",
+    work_remaining: bool | None = None,
+    retry: bool = False,
+    no_change: str = "",
+    commits: tuple[str, ...] = (),
+) -> tuple[AgentRow, dict[str, Any]]:
+    """The writes of one status record in `tx` (no touch): the new row and the task's extra."""
+    task = snap.task.name
+    state = current_state(snap.task)
+    row = _required(snap, agent)
+    if state not in _PHASES:
+        raise Refused(
+            f"agent status is recorded per phase; {state} is not an agent phase",
+            [Violation("R-AST-19", "agents report in REQUIREMENTS, IMPLEMENTATION or REVIEW")],
+            hint="move the task to the phase first",
+        )
+    report = engine.ws.report_path(task, agent)
+    if state is State.IMPLEMENTATION and status is AgentStatus.COMPLETE:
+        _refuse_left_behind(engine, task, agent)
+    if state is State.REQUIREMENTS and status is AgentStatus.COMPLETE:
+        problem = taskmd.report_problem(file_size(report))
+        if problem:  # R-DOC-05: an empty or missing report is a failure, never "none"
+            raise Refused(
+                f"{agent} cannot be COMPLETE in REQUIREMENTS: {problem}",
+                [Violation("R-DOC-04", f"{report.name}: {problem}")],
+                hint=f"write the report to {report} first",
+            )
+    now = engine.now()
+    phase = state.value
+    was_running = row.phase == phase and row.status in ("WORKING", "IN_PROGRESS")
+    if not was_running:
+        from taskgate.engine.invocations import process_record
+
+        engine.event(
+            tx,
+            task,
+            "agent_invoked",
+            {
+                "agent": agent,
+                "mode": phase.lower(),
+                "working_dir": str(engine.ws.agent_worktree(task, agent)),
+                # `run`'s own invocations name their process: once it is provably gone the
+                # next command closes the invocation as interrupted (engine/invocations.py).
+                **process_record(engine),
+            },
+        )
+    if status in (AgentStatus.COMPLETE, AgentStatus.ERROR, AgentStatus.BLOCKED):
+        engine.event(
+            tx,
+            task,
+            "agent_completed",
+            {
+                "agent": agent,
+                "mode": phase.lower(),
+                "status": status.value,
+                "report": str(report) if state is State.REQUIREMENTS else None,
+                "message": message,
+                **({"commits": list(commits)} if commits else {}),
+            },
+        )
+    remaining = work_remaining if work_remaining is not None else False
+    new = replace(
+        row,
+        retry_count=row.retry_count + 1 if retry and row.phase == phase else row.retry_count,
+        status=status.value,
+        phase=phase,
+        updated_at=now,
+        message=message,
+        work_remaining=remaining,
+        invoked_at=row.invoked_at if was_running else now,
+    )
+    tx.put_agent(new)
+    extra = dict(snap.task.extra)
+    if no_change.strip() and status is AgentStatus.COMPLETE:
+        if state is not State.IMPLEMENTATION:
+            raise UsageError("--no-change is recorded only for IMPLEMENTATION")
+        extra["no_change"] = {**(extra.get("no_change") or {}), agent: no_change.strip()}
+        engine.event(tx, task, "no_change", {"agent": agent, "reason": no_change.strip()})
+    return new, extra
 
 
 def _refuse_left_behind(engine: Engine, task: str, agent: str) -> None:
@@ -160,34 +204,70 @@ def verdict(
 ) -> VerdictRow:
     """`taskgate agent verdict T A APPROVED|REJECTED`: bound to the current HEAD and round."""
     agent = _agent_name(agent_text)
-    try:
-        decision = Decision(decision_text.strip().upper())
-    except ValueError:
-        raise UsageError(
-            f"unknown review decision {decision_text!r}", hint="use APPROVED or REJECTED"
-        ) from None
-    if decision is Decision.REJECTED and not reason.strip():
-        raise UsageError("a rejection needs --reason (it is the feedback for the next round)")
+    decision = _decision(decision_text, reason)
 
     def body(tx: Tx, snap: TaskSnapshot) -> VerdictRow:
-        if current_state(snap.task) is not State.REVIEW:
-            raise Refused(
-                "review decisions are recorded only in REVIEW",
-                [Violation("R-REV-01", f"task is in {snap.task.state}")],
-            )
-        _required(snap, agent)
-        head = gitrepo.head_sha(engine.ws.task_worktree(task))
-        if head is None:
-            raise Refused("the task worktree has no HEAD", [], hint="run 'taskgate recover'")
-        row = VerdictRow(
-            task, agent, review_round(snap), head, decision.value, reason, engine.now()
-        )
-        tx.put_verdict(row)  # R-WTB-08: the decision is for the whole task branch at HEAD
-        engine.event(
-            tx, task, "verdict", {"agent": agent, "decision": decision.value, "head": head,
-                                  "round": row.round, "reason": reason}
-        )  # fmt: skip
+        row = _record_verdict(engine, tx, snap, agent, decision, reason)
         engine.touch(tx, snap)
+        return row
+
+    return engine.step(task, body)
+
+
+def _record_verdict(
+    engine: Engine, tx: Tx, snap: TaskSnapshot, agent: str, decision: Decision, reason: str
+) -> VerdictRow:
+    """The writes of one review decision in `tx` (no touch)."""
+    task = snap.task.name
+    if current_state(snap.task) is not State.REVIEW:
+        raise Refused(
+            "review decisions are recorded only in REVIEW",
+            [Violation("R-REV-01", f"task is in {snap.task.state}")],
+        )
+    _required(snap, agent)
+    head = gitrepo.head_sha(engine.ws.task_worktree(task))
+    if head is None:
+        raise Refused("the task worktree has no HEAD", [], hint="run 'taskgate recover'")
+    row = VerdictRow(task, agent, review_round(snap), head, decision.value, reason, engine.now())
+    tx.put_verdict(row)  # R-WTB-08: the decision is for the whole task branch at HEAD
+    engine.event(
+        tx, task, "verdict", {"agent": agent, "decision": decision.value, "head": head,
+                              "round": row.round, "reason": reason}
+    )  # fmt: skip
+    return row
+
+
+def finish(
+    engine: Engine,
+    task: str,
+    agent: str,
+    status_text: str,
+    *,
+    message: str = "",
+    work_remaining: bool | None = None,
+    no_change: str = "",
+    commits: tuple[str, ...] = (),
+    decision: tuple[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> AgentRow:
+    """An invocation's outcome as ONE step (issue 16): the review decision (`decision` =
+    (APPROVED|REJECTED, reason)), the facts it brings (`extra`, audited as `agent_facts`), the
+    commits it made and the completion record commit together, so no state has a verdict
+    without its invocation finished, or a finished reviewer without its verdict."""
+    status = _status(status_text)
+    verdict_of = _decision(*decision) if decision is not None else None
+
+    def body(tx: Tx, snap: TaskSnapshot) -> AgentRow:
+        if verdict_of is not None and decision is not None:
+            _record_verdict(engine, tx, snap, agent, verdict_of, decision[1])
+            failpoints.hit("agent:after-verdict")  # the boundary of two steps before issue 16
+        row, facts = _record_status(engine, tx, snap, agent, status, message=message,
+                                    work_remaining=work_remaining, no_change=no_change,
+                                    commits=commits)  # fmt: skip
+        if extra:
+            engine.event(tx, task, "agent_facts", {"agent": agent, **extra})
+            facts.update(extra)
+        engine.touch(tx, snap, extra=facts)
         return row
 
     return engine.step(task, body)

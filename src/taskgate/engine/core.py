@@ -7,6 +7,7 @@ rendered after the commit.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -156,9 +157,11 @@ class Engine:
     def step(self, task: str, body: Callable[[Tx, TaskSnapshot], T], *, owner: bool = True) -> T:
         """Run one protocol step on `task` in a single write transaction, then render views."""
         self.check_task_name(task)
+        from taskgate.engine import invocations
         from taskgate.hooks import quarantine  # issue 15: the effect check around each step
 
         quarantine.before_step(self, task)
+        closed: list[str] = []
         try:
             with self.store.write() as tx:
                 snap = tx.snapshot(task)
@@ -171,6 +174,11 @@ class Engine:
                     )
                 if owner:
                     self.require_owner(snap.task)
+                # Issue 16: an invocation whose process is provably dead is closed first, in
+                # this step, so no command waits for it ("agent invocations still running").
+                closed = invocations.close_dead(self, tx, snap)
+                if closed:
+                    snap = tx.snapshot(task) or snap
                 result = body(tx, snap)
                 after = tx.snapshot(task, since=snap)
                 failpoints.hit("step:before-commit")
@@ -179,6 +187,9 @@ class Engine:
         except Corrupted:
             raise
         except TaskgateError:
+            if closed:  # the refusal rolled the closing back: it stands on its own
+                with contextlib.suppress(TaskgateError):
+                    self.step(task, lambda tx, snap: None, owner=owner)
             self.snapshot(task)  # a refused step changed nothing, but repairs stale views
             raise
         failpoints.hit("step:after-commit")

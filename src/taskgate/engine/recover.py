@@ -148,8 +148,26 @@ def diagnose(engine: Engine, snap: TaskSnapshot, attempts: tuple[str, ...] = ())
         or _partial(engine, snap, d)
         or _build_failure(snap, d)
     )
+    _dead_invocations(engine, snap, d)
     _corruption(snap, d)
     return d
+
+
+def _dead_invocations(engine: Engine, snap: TaskSnapshot, d: Diagnosis) -> None:
+    """Issue 16: invocations whose process is provably gone (engine/invocations.py)."""
+    from taskgate.engine.invocations import dead_invocations
+
+    dead = dead_invocations(snap, engine.host)
+    if not dead:
+        return
+    names = ", ".join(sorted(dead))
+    d.actions.append(
+        f"interrupted agent invocation(s) of {names}: the process that ran them "
+        "is gone; the next command on the task records them as interrupted"
+    )
+    if d.procedure == "none":
+        d.procedure, d.repairable = "P2", True
+        d.summary = f"interrupted agent invocation(s) of {names}"
 
 
 def _stopped(snap: TaskSnapshot, d: Diagnosis) -> bool:
@@ -347,6 +365,9 @@ def repair(engine: Engine, snap: TaskSnapshot, d: Diagnosis) -> None:
     """Apply the safe repair for the selected procedure; journaled and audited."""
     if d.procedure == "P1":
         _resume_pending(engine, snap, d)
+    elif d.procedure == "P2" and not d.retry:  # only dead invocations: any step closes them
+        _audit_repair(engine, snap.task.name, "P2", ["closed interrupted agent invocations"])
+        d.repaired.append("closed interrupted agent invocations")
     elif d.procedure == "P2":
         _record_retries(engine, snap, d)
     if d.corrupt:

@@ -119,14 +119,21 @@ class AgentPool:
         confinement.record(self.engine, self.task, mode, [(agent, result)])  # issue 14
         return result
 
-    def record(self, agent: str, result: AgentResult) -> None:
-        """Record one agent's outcome through the engine (`agent set`).
+    def record(self, agent: str, result: AgentResult, *, review: bool = False) -> None:
+        """Record one agent's outcome through the engine in ONE step (issue 16): in REVIEW
+        (`review`) its decision and scope concern commit with its completion.
 
         An agent that wrote outside its worktree is recorded as ERROR and the run stops: the
         stray changes are someone's work, and taskgate never guesses with it (R-WTB-02).
         """
         if result.ok:
-            agentops.set_status(
+            decision = extra = None
+            if review and result.verdict is not None:
+                why = result.reason or result.message or f"{agent} gave no reason"
+                decision = (result.verdict.value, why)
+                if result.scope is not None:
+                    extra = {f"scope_{agent}": result.scope.to_json()}
+            agentops.finish(
                 self.engine,
                 self.task,
                 agent,
@@ -134,10 +141,13 @@ class AgentPool:
                 message=result.message[:500],
                 work_remaining=result.work_remaining,
                 no_change=result.no_change if not result.commits else "",
+                commits=tuple(c.sha for c in result.commits),
+                decision=decision,
+                extra=extra,
             )
         else:
             status = "BLOCKED" if result.status is ResultStatus.BLOCKED else "ERROR"
-            agentops.set_status(
+            agentops.finish(
                 self.engine,
                 self.task,
                 agent,

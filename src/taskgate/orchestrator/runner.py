@@ -337,25 +337,8 @@ class Runner:
         head_verdicts = {v.agent for v in snap.verdicts if v.round == self._review_round(snap)}
         todo = [a for a in snap.task.required_agents if a not in head_verdicts]  # R-REV-07
         results = self.pool.invoke_all(snap, todo, Mode.REVIEW) if todo else {}
-        for agent, result in results.items():
-            if result.ok and result.verdict is not None:
-                agentops.verdict(
-                    self.engine,
-                    self.task,
-                    agent,
-                    result.verdict.value,
-                    reason=result.reason or result.message,
-                )
-                if result.scope is not None:
-                    notes.set_extra(
-                        self.engine,
-                        self.task,
-                        "scope_concern",
-                        **{f"scope_{agent}": result.scope.to_json()},
-                    )
-                self.pool.record(agent, result)
-            else:
-                self.pool.record(agent, result)
+        for agent, result in results.items():  # verdict + completion: one step each
+            self.pool.record(agent, result, review=True)
         snap = self.engine.require_snapshot(self.task)
         verdicts = {v.agent: v for v in snap.verdicts if v.round == self._review_round(snap)}
         missing = [a for a in snap.task.required_agents if a not in verdicts]
