@@ -253,6 +253,9 @@ DETECTED = [  # allowed by prediction (test runners, make -n): their effects are
     PYTEST + "test_new_file.py", PYTEST + "test_edit.py", PYTEST + "test_commit.py",
     PYTEST + "test_move_main.py", PYTEST + "test_delete_branch.py", PYTEST + "test_stage.py",
     PYTEST + "test_checkout.py", PYTEST + "test_untracked_dir.py",
+    PYTEST + "test_move_branch.py", PYTEST + "test_fetch_branch.py", PYTEST + "test_move_agent.py",
+    PYTEST + "test_symbolic_branch.py", PYTEST + "test_ignored_env.py",
+    PYTEST + "test_ignored_build.py",
     "make -n -f {T}/Makefile", "cd {W} && make -n -f {T}/Makefile all",
 ]  # fmt: skip
 _TESTS = {  # what each test file does when pytest runs it (cwd: the task worktree)
@@ -264,6 +267,12 @@ _TESTS = {  # what each test file does when pytest runs it (cwd: the task worktr
     "test_stage.py": "sh('echo z >> README.md && git add README.md')",
     "test_checkout.py": "sh('git checkout -q -b elsewhere')",
     "test_untracked_dir.py": "sh('mkdir -p deep/er && echo 1 > deep/er/x.txt')",
+    "test_move_branch.py": "sh('git update-ref refs/heads/fix-typo $(git commit-tree HEAD^{tree} -p fix-typo -m x)')",
+    "test_fetch_branch.py": "sh('git update-ref refs/forged/x $(git commit-tree HEAD^{tree} -p fix-typo -m x) && git fetch -q -u . refs/forged/x:refs/heads/fix-typo')",
+    "test_move_agent.py": "sh('git update-ref refs/heads/{AB} $(git commit-tree HEAD^{tree} -p {AB} -m x)')",
+    "test_symbolic_branch.py": "sh('git symbolic-ref refs/heads/{AB} refs/heads/main')",
+    "test_ignored_env.py": "open('.env', 'w').write('SECRET=forged')",
+    "test_ignored_build.py": "sh('mkdir -p out && echo shipped > out/app.js')",
 }
 CLASSES: dict[str, list[str]] = {
     "shell grammar around a write": GRAMMAR,
@@ -303,7 +312,12 @@ def build_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         (scratch / "script.sh").write_text("touch f.py\n")
         (scratch / "script.sh").chmod(0o755)
         (scratch / "w.py").write_text("open('f.py', 'w').write('x')\n")
+        agent = agents_of(repo, TASK)[0]
+        (repo.path / ".git" / "info").mkdir(exist_ok=True)
+        (repo.path / ".git" / "info" / "exclude").write_text(".env\nout/\n")
+        (w / ".env").write_text("SECRET=1\n")
         for name, body in _TESTS.items():
+            body = body.replace("{AB}", f"{TASK}-{agent}")
             (scratch / name).write_text(
                 "import subprocess\n"
                 "def sh(c):\n    subprocess.run(c, shell=True, check=True)\n"
@@ -313,7 +327,6 @@ def build_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         for name in ("w.js", "w.pl", "w.rb", "Tool.java"):
             (scratch / name).write_text("write f.py\n")
         subprocess.run(["tar", "-cf", str(scratch / "a.tar"), "README.md"], cwd=w, check=True)
-        agent = agents_of(repo, TASK)[0]
         yield {
             "{W}": str(w), "{R}": str(repo.path), "{O}": str(repo.worktree("fix-typo")),
             "{A}": str(repo.task_dir(TASK) / "agents" / agent / "code"), "{T}": str(scratch),

@@ -12,7 +12,6 @@ their own object store and are moved aside whole instead (`move_nested`).
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import shutil
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git, split_z
+from taskgate.git.disposable import is_disposable
 
 # Pseudo-refs a worktree keeps beside HEAD (per-worktree, removed with it).
 _PSEUDO_REFS = ("ORIG_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD")
@@ -114,22 +114,6 @@ def nested_repos(worktree: Path) -> list[str]:
             continue
         dirs[:] = [d for d in dirs if not (here == worktree and d == ".git")]
     return sorted(found)
-
-
-def is_disposable(path: str, patterns: tuple[str, ...]) -> bool:
-    """True when a pattern names the path or one of its directories (`__pycache__`,
-    `*.pyc`, `build/`); patterns with a slash inside match the whole relative path."""
-    clean = path.rstrip("/")
-    parts = clean.split("/")
-    for pattern in patterns:
-        pat = pattern.rstrip("/")
-        if "/" in pat.lstrip("/"):
-            pat = pat.lstrip("/")
-            if fnmatch.fnmatchcase(clean, pat) or fnmatch.fnmatchcase(clean, pat + "/*"):
-                return True
-        elif any(fnmatch.fnmatchcase(part, pat.lstrip("/")) for part in parts):
-            return True
-    return False
 
 
 def ignored_paths(worktree: Path, disposable: tuple[str, ...], nested: list[str]) -> list[str]:

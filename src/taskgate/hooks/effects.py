@@ -18,6 +18,7 @@ subprocess and the git layer would cost the hook more than the comparison itself
 from __future__ import annotations
 
 import os
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -78,24 +79,18 @@ def run_git(
 # -- fingerprints ----------------------------------------------------------------------------
 
 
-def worktree_print(worktree: str) -> dict[str, Any] | None:
-    """HEAD, branch, status entries and dirty-file hashes of one worktree; None when it is
-    not a git worktree (gone, or never created)."""
-    code, out = run_git(
-        [
-            "status",
-            "--porcelain=v2",
-            "-z",
-            "--branch",
-            "--untracked-files=all",
-        ],
-        worktree,
-    )
+def worktree_print(worktree: str, ignore: list[str] | None = None) -> dict[str, Any] | None:
+    """HEAD, branch, status entries and dirty-file hashes of one worktree, and with `ignore`
+    (the patterns not watched) its ignored files' fingerprint (hooks/ignored.py), all from one
+    `git status`; None when it is not a git worktree (gone, or never created)."""
+    args = ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all"]
+    code, out = run_git(args if ignore is None else [*args, "--ignored=matching"], worktree)
     if code != 0:
         return None
     head, branch = "", ""
     entries: list[str] = []
     dirty: list[str] = []
+    listed: list[str] = []
     records = out.decode("utf-8", "surrogateescape").split("\0")
     i = 0
     while i < len(records):
@@ -109,6 +104,8 @@ def worktree_print(worktree: str) -> dict[str, Any] | None:
             branch = rec[14:]
         elif rec.startswith("#"):
             continue
+        elif rec.startswith("! "):
+            listed.append(rec[2:])
         else:
             if rec.startswith("2 "):
                 rec += "\0" + records[i]  # the rename's original path
@@ -116,7 +113,15 @@ def worktree_print(worktree: str) -> dict[str, Any] | None:
             entries.append(rec)
             if rec[0] in "u?" or rec.split(" ", 2)[1][1] != ".":
                 dirty.append(_path(rec))
-    return {"head": head, "branch": branch, "entries": entries, "hashes": _hashes(worktree, dirty)}
+    found = {"head": head, "branch": branch, "entries": entries, "hashes": _hashes(worktree, dirty)}
+    if ignore is not None:
+        found["ignore"] = ignore
+        found["ignored"] = {}
+        if listed:
+            from taskgate.hooks.ignored import fingerprint
+
+            found["ignored"] = fingerprint(worktree, listed, ignore)
+    return found
 
 
 def _hashes(worktree: str, paths: list[str]) -> dict[str, str]:
@@ -194,6 +199,53 @@ def watched_refs(
     return {n: refs.get(n) for n in names}
 
 
+def checked_out(common_dir: str) -> dict[str, str]:
+    """Branch -> the HEAD reflog of the worktree that has it checked out (main's included)."""
+    places = [common_dir]
+    try:
+        names = sorted(os.listdir(os.path.join(common_dir, "worktrees")))
+    except OSError:
+        names = []
+    places += [os.path.join(common_dir, "worktrees", n) for n in names]
+    found: dict[str, str] = {}
+    for place in places:
+        try:
+            with open(os.path.join(place, "HEAD"), encoding="utf-8") as handle:
+                head = handle.read().strip()
+        except OSError:
+            continue
+        if head.startswith("ref: refs/heads/"):
+            found[head[16:]] = os.path.join(place, "logs", "HEAD")
+    return found
+
+
+def worktree_tip(log: str) -> tuple[str, int] | None:
+    """(value, unix time) of the last entry of a worktree's HEAD reflog: where its own work
+    (a commit, merge, reset or rebase there, or taskgate moving an agent's branch to the
+    commits the agent made there) last left HEAD."""
+    try:
+        with open(log, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - 4096))
+            tail = handle.read()
+    except OSError:
+        return None
+    line = tail.rstrip(b"\n").rpartition(b"\n")[2]
+    fields = line.partition(b"\t")[0].split(b" ")
+    if len(fields) < 5 or not fields[-2].isdigit():
+        return None
+    return fields[1].decode("ascii", "replace"), int(fields[-2])
+
+
+def made_in_worktree(common_dir: str, name: str, sha: str | None) -> bool:
+    """Whether branch `name` now at `sha` was moved by work in its own worktree: it is checked
+    out there and that worktree's HEAD last moved to `sha`. A move from outside (update-ref,
+    `branch -f`, `fetch . x:b`, a push) leaves that worktree's HEAD reflog behind."""
+    log = checked_out(common_dir).get(name)
+    tip = worktree_tip(log) if log and sha else None
+    return tip is not None and tip[0] == sha
+
+
 # -- the baseline ----------------------------------------------------------------------------
 
 
@@ -230,16 +282,19 @@ def take(layout: Layout, actor: Actor, session: str) -> dict[str, Any]:
         "state": task.state,
         "session": session,
         "guarded": False,
+        "taken": int(time.time()),
     }
     if not forbids_main_writes(task):
         return data
-    tree = worktree_print(worktree_of(layout, task.name))
+    worktree = worktree_of(layout, task.name)
+    from taskgate.hooks import ignored
+
+    tree = worktree_print(worktree, ignored.unwatched(layout.repo, worktree))
     if tree is None:
         return data
     if tree["hashes"]:
-        _store_blobs(
-            worktree_of(layout, task.name), [p for p, h in tree["hashes"].items() if len(h) == 40]
-        )
+        _store_blobs(worktree, [p for p, h in tree["hashes"].items() if len(h) == 40])
+    tree["kept"] = ignored.keep(worktree, tree["ignored"], run_git)
     data.update(
         guarded=True, tree=tree, refs=watched_refs(layout.common_dir, task.name, actor.tasks)
     )
@@ -288,6 +343,10 @@ def differences(
     found: list[str] = []
     old = base["tree"]
     if worktree is not None:
+        if "ignored" in old:
+            from taskgate.hooks.ignored import changed
+
+            found += changed(old["ignored"], worktree.get("ignored", {}))
         if worktree["branch"] != old["branch"]:
             found.append(f"HEAD switched from {old['branch']} to {worktree['branch']}")
         elif worktree["head"] != old["head"]:
@@ -345,12 +404,22 @@ def before_tool(layout: Layout, actor: Actor, session: str) -> None:
 
 
 def compare(layout: Layout, base: dict[str, Any]) -> list[str]:
-    """What changed since a guarded baseline (empty for a marker)."""
+    """What changed since a guarded baseline (empty for a marker). A watched branch other
+    than main that its own worktree moved (an agent's commit) is that worktree's work, not a
+    difference; main and every other move or deletion are."""
     if not base.get("guarded"):
         return []
-    tree = worktree_print(worktree_of(layout, str(base["task"])))
-    refs = read_refs(layout.common_dir)
-    return differences(base, tree, {n: refs.get(n) for n in base["refs"]})
+    tree = worktree_print(worktree_of(layout, str(base["task"])), base["tree"].get("ignore"))
+    common = layout.common_dir
+    refs = read_refs(common)
+    now = {n: refs.get(n) for n in base["refs"]}
+    main = main_branch(common)
+    for name, old in base["refs"].items():
+        new = now[name]
+        moved = name != main and None not in (old, new) and new != old
+        if moved and made_in_worktree(common, name, new):
+            now[name] = old
+    return differences(base, tree, now)
 
 
 def after_tool(data: dict[str, Any]) -> str:

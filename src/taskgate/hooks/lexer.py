@@ -263,35 +263,14 @@ def _ansi_end(s: str, i: int) -> int:
 
 
 def _brace_end(s: str, open_at: int, budget: Budget) -> int:
-    depth, i = 0, open_at
-    while i < len(s):
-        budget.spend()
-        c = s[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "'":
-            end = s.find("'", i + 1)
-            i = len(s) if end < 0 else end + 1
-            continue
-        if c == '"':
-            i = _dquote_end(s, i + 1, budget)
-            continue
-        if s.startswith("$(", i):
-            i = balanced(s, i + 1, budget) + 1
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return len(s)
+    """Index of the brace closing `${` at `open_at` (quotes and nesting respected)."""
+    return balanced(s, open_at, budget, "{}")
 
 
-def balanced(s: str, open_at: int, budget: Budget) -> int:
-    """Index of the parenthesis closing the one at `open_at` (quotes and nesting respected)."""
+def balanced(s: str, open_at: int, budget: Budget, pair: str = "()") -> int:
+    """Index of the parenthesis (or `pair`) closing the one at `open_at` (quotes, command
+    substitutions and nesting respected)."""
+    opener, closer = pair[0], pair[1]
     depth, i = 0, open_at
     while i < len(s):
         budget.spend()
@@ -309,9 +288,12 @@ def balanced(s: str, open_at: int, budget: Budget) -> int:
         if c == "`":
             i = _backtick_end(s, i + 1) + 1
             continue
-        if c == "(":
+        if s.startswith("$(", i):
+            i = balanced(s, i + 1, budget) + 1
+            continue
+        if c == opener:
             depth += 1
-        elif c == ")":
+        elif c == closer:
             depth -= 1
             if depth == 0:
                 return i

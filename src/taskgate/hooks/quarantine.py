@@ -17,7 +17,7 @@ import os
 from typing import Any
 
 from taskgate.engine.core import Engine
-from taskgate.hooks import effects
+from taskgate.hooks import effects, ignored
 from taskgate.hooks.context import StoreUnreadable, load_actor
 from taskgate.hooks.policy import FINISHING, Layout, forbids_main_writes
 from taskgate.store.base import Tx
@@ -64,20 +64,29 @@ def after_step(engine: Engine, task: str) -> None:
         _after_step(engine, task)
 
 
+def _watched(engine: Engine, task: str) -> tuple[Layout, str, str, dict[str, Any]] | None:
+    """(layout, baseline path, session, baseline) when the task's session is watched."""
+    with engine.store.read() as tx:
+        row = tx.task(task)
+    if row is None or not row.session_id:
+        return None
+    layout = layout_of(engine)
+    path = effects.baseline_path(layout.state_dir, row.session_id)
+    base = effects.load(path)
+    if base is None or base.get("task") != task:
+        return None
+    return layout, path, row.session_id, base
+
+
 def _before_step(engine: Engine, task: str) -> None:
     seen: set[str] = vars(engine).setdefault("_effects_seen", set())
     if task in seen:
         return
     seen.add(task)
-    with engine.store.read() as tx:
-        row = tx.task(task)
-    if row is None or not row.session_id:
+    found = _watched(engine, task)
+    if found is None:
         return
-    layout = layout_of(engine)
-    path = effects.baseline_path(layout.state_dir, row.session_id)
-    base = effects.load(path)
-    if base is None or base.get("task") != task:
-        return
+    layout, path, _, base = found
     changes = effects.compare(layout, base)
     if changes:
         enforce(engine, layout, base, path, changes, {"source": "taskgate command"})
@@ -85,16 +94,10 @@ def _before_step(engine: Engine, task: str) -> None:
 
 def _after_step(engine: Engine, task: str) -> None:
     vars(engine).setdefault("_effects_seen", set()).add(task)
-    with engine.store.read() as tx:
-        row = tx.task(task)
-    if row is None or not row.session_id:
-        return
-    layout = layout_of(engine)
-    path = effects.baseline_path(layout.state_dir, row.session_id)
-    base = effects.load(path)
-    if base is None or base.get("task") != task:
-        return
-    _rebaseline(layout, path, row.session_id, task)
+    found = _watched(engine, task)
+    if found is not None:
+        layout, path, session, _ = found
+        _rebaseline(layout, path, session, task)
 
 
 def _rebaseline(layout: Layout, path: str, session: str, task: str) -> None:
@@ -175,20 +178,9 @@ def _enforce(
     if actor.task is None or actor.task.name != task or not forbids_main_writes(actor.task):
         _rebaseline(layout, path, session, task)  # the lease or state moved on: not forbidden
         return ""
-    now_refs = effects.read_refs(layout.common_dir)
-    legit = {str(r.extra.get(k)) for r in rows.values() for k in ("merged_sha", "squash_sha")}
-    moved_refs: dict[str, tuple[str | None, str | None]] = {}
-    for name, old in base["refs"].items():
-        new = now_refs.get(name)
-        if new == old or old is None:
-            continue  # unchanged, or created since (another session's new task)
-        owner = _owner(name, rows, effects.main_branch(layout.common_dir))
-        if owner == "main" and new not in legit:
-            moved_refs[name] = (old, new)
-        elif owner and owner != "main" and new is None and rows[owner].state not in FINISHING:
-            moved_refs[name] = (old, new)  # a task's branch deleted behind its back
+    moved_refs = _moved_refs(layout, base, rows)
     worktree = effects.worktree_of(layout, task)
-    tree = effects.worktree_print(worktree)
+    tree = effects.worktree_print(worktree, base["tree"].get("ignore"))
     worktree_changed = (
         tree is not None and effects.differences({**base, "refs": {}}, tree, {}) != []
     )
@@ -199,18 +191,17 @@ def _enforce(
     qid = f"{stamp}-{os.getpid()}"
     ref = f"{QUARANTINE_PREFIX}/{task}/{qid}"
     problems: list[str] = []
+    left: list[str] = []
     try:
         if worktree_changed and tree is not None:
             _quarantine_worktree(worktree, base, tree, ref, task, changes)
-            _restore_worktree(worktree, base, tree)
+            left = _restore_worktree(worktree, base, tree)
             switched = tree["branch"]
-            if switched != base["tree"]["branch"] and switched not in ("", "(detached)"):
-                known = _owner(switched, rows, effects.main_branch(layout.common_dir))
-                if not known:  # a branch made by the change: kept beside the quarantine
-                    sha = now_refs.get(switched)
-                    if sha:
-                        _git(["update-ref", f"{ref}/refs/heads/{switched}", sha], layout.repo)
-                        _git(["update-ref", "-d", f"refs/heads/{switched}", sha], layout.repo)
+            made = switched not in ("", "(detached)", base["tree"]["branch"])
+            if made and not _owner(switched, rows, effects.main_branch(layout.common_dir)):
+                # a branch the change made: kept beside the quarantine, then deleted
+                new = effects.read_refs(layout.common_dir).get(switched)
+                _restore_ref(layout, switched, None, new, ref)
         for name, (old, new) in moved_refs.items():
             _restore_ref(layout, name, old, new, ref)
     except (QuarantineFailed, OSError) as exc:
@@ -224,6 +215,7 @@ def _enforce(
         "refs": {n: [o, v] for n, (o, v) in moved_refs.items()},
         "state": actor.task.state,
         "problems": problems,
+        "left": left,
         **source,
     }
 
@@ -239,6 +231,11 @@ def _enforce(
         if problems
         else ""
     )
+    if left:
+        failed += (
+            f" Left as found (too large for the baseline to keep a copy; the quarantine has "
+            f"the new content): {', '.join(left[:5])}."
+        )
     shown = f"{ref}/worktree" if worktree_changed else ref
     return (
         f"[{rule}] taskgate: a change the main agent may not make in {actor.task.state} was "
@@ -248,6 +245,56 @@ def _enforce(
         f"(or use 'taskgate merge {task}'). 'taskgate audit {task}' fails until the person "
         f"resolves it with 'taskgate violations {task} --resolve {qid}'."
     )
+
+
+def _moved_refs(
+    layout: Layout, base: dict[str, Any], rows: dict[str, Any]
+) -> dict[str, tuple[str | None, str | None]]:
+    """The watched branches moved or deleted against the rules -> (put back to, found at).
+    Main may only move to a commit taskgate delivered (R-CMP-01). Another task's branches
+    and every task's agent branches may move by work in their own worktree (an agent's
+    commit; made_in_worktree) or by taskgate finishing that task (complete, cleanup,
+    abandon); any other move or deletion is not the main agent's to make (R-LCK-09). A branch
+    its own worktree moved since the baseline goes back to where that worktree left it."""
+    common = layout.common_dir
+    now = effects.read_refs(common)
+    main = effects.main_branch(common)
+    legit = {str(r.extra.get(k)) for r in rows.values() for k in ("merged_sha", "squash_sha")}
+    found: dict[str, tuple[str | None, str | None]] = {}
+    for name, old in base["refs"].items():
+        new = now.get(name)
+        if new == old or old is None:
+            continue  # unchanged, or created since (another session's new task)
+        owner = _owner(name, rows, main)
+        if owner == "main":
+            if new not in legit:
+                found[name] = (old, new)
+        elif (
+            owner
+            and not _finishing(rows[owner])
+            and not effects.made_in_worktree(common, name, new)
+        ):
+            found[name] = (_put_back_to(common, name, old, base), new)
+    return found
+
+
+def _finishing(row: Any) -> bool:
+    """taskgate itself moves and deletes the task's branches now (complete, cleanup, abandon,
+    or any journaled git step in flight)."""
+    return bool(row.state in FINISHING or row.pending or row.extra.get("abandoned"))
+
+
+def _put_back_to(common: str, name: str, old: str | None, base: dict[str, Any]) -> str | None:
+    """The baseline's value, or where the branch's own worktree moved it since."""
+    log = effects.checked_out(common).get(name)
+    tip = effects.worktree_tip(log) if log else None
+    if tip is not None and tip[1] >= int(base.get("taken") or 0) and _is_sha(tip[0]):
+        return tip[0]
+    return old
+
+
+def _is_sha(value: str | None) -> bool:
+    return value is not None and len(value) >= 40 and value.strip("0123456789abcdef") == ""
 
 
 def _owner(name: str, rows: dict[str, Any], main: str) -> str:
@@ -288,6 +335,11 @@ def _quarantine_worktree(
         if tree["head"] and tree["head"] != "(initial)":
             _git(["read-tree", tree["head"]], wt, env=env)
         _git(["add", "-A", "--", "."], wt, env=env)
+        forced = ignored.quarantined(base["tree"].get("ignored", {}), tree.get("ignored", {}))
+        if forced:  # the ignored files the change created or rewrote, as found
+            listed = "\0".join(forced).encode("utf-8", "surrogateescape")
+            add = ["add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"]
+            _git(add, wt, stdin=listed, env={**env, "GIT_LITERAL_PATHSPECS": "1"})
         tree_id = _git(["write-tree"], wt, env=env).decode().strip()
     finally:
         with contextlib.suppress(OSError):
@@ -302,8 +354,9 @@ def _quarantine_worktree(
     _git(["update-ref", "-m", "taskgate quarantine", f"{ref}/worktree", sha, ""], wt)
 
 
-def _restore_worktree(wt: str, base: dict[str, Any], tree: dict[str, Any]) -> None:
-    """Put HEAD, the index and the files back as the baseline had them."""
+def _restore_worktree(wt: str, base: dict[str, Any], tree: dict[str, Any]) -> list[str]:
+    """Put HEAD, the index and the files back as the baseline had them; what could not be
+    put back is returned (large ignored files the baseline kept no copy of)."""
     old = base["tree"]
     head, branch = old["head"], old["branch"]
     if branch and branch != "(detached)":
@@ -320,7 +373,7 @@ def _restore_worktree(wt: str, base: dict[str, Any], tree: dict[str, Any]) -> No
     for entry in now["entries"]:
         path = effects._path(entry)
         if entry[0] == "?" and path not in kept:
-            _remove(wt, path)
+            ignored.remove(wt, path)
     info: list[str] = []
     for entry in old["entries"]:
         if entry[0] not in "12":
@@ -334,45 +387,37 @@ def _restore_worktree(wt: str, base: dict[str, Any], tree: dict[str, Any]) -> No
             info.append(f"{mode} {sha}\t{path}")
     if info:
         _git(["update-index", "--index-info"], wt, stdin=("\n".join(info) + "\n").encode())
-    for path, blob in old["hashes"].items():
-        full = os.path.join(wt, path)
-        if blob == "-":
-            _remove(wt, path)
-        elif len(blob) == 40:
-            content = _git(["cat-file", "blob", blob], wt)
-            os.makedirs(os.path.dirname(full), exist_ok=True)
-            if os.path.islink(full) or os.path.exists(full):
-                os.unlink(full)
-            with open(full, "wb") as handle:
-                handle.write(content)
 
+    def blob(sha: str) -> bytes:
+        return _git(["cat-file", "blob", sha], wt)
 
-def _remove(wt: str, path: str) -> None:
-    full = os.path.join(wt, path)
-    try:
-        os.unlink(full)
-    except OSError:
-        return
-    parent = os.path.dirname(full)
-    while parent.startswith(wt + os.sep):
-        try:
-            os.rmdir(parent)  # only empty directories the change created
-        except OSError:
-            break
-        parent = os.path.dirname(parent)
+    for path, sha in old["hashes"].items():
+        if sha == "-":
+            ignored.remove(wt, path)
+        elif len(sha) == 40:
+            ignored.put(wt, path, blob(sha))
+    if "ignored" not in old:
+        return []
+    return ignored.restore(wt, old["ignored"], old.get("kept", {}), tree["ignored"], blob)
 
 
 def _restore_ref(layout: Layout, name: str, old: str | None, new: str | None, ref: str) -> None:
-    """Keep the moved value beside the quarantine, put the branch back."""
+    """Keep the branch's found value beside the quarantine (`<ref>/refs/heads/<name>`), then
+    put it back to `old` (None: the change created it, so it goes). Compare-and-swap on the
+    found value; --no-deref: a branch made symbolic is replaced, its target left alone."""
     repo = layout.repo
-    if new is not None:
-        _git(["update-ref", f"{ref}/refs/heads/{name}", new], repo)
+    branch = f"refs/heads/{name}"
+    if _is_sha(new):
+        _git(["update-ref", "-m", "taskgate quarantine", f"{ref}/{branch}", str(new), ""], repo)
     if old is None:
+        _git(["update-ref", "--no-deref", "-d", branch, *([str(new)] if _is_sha(new) else [])],
+             repo)  # fmt: skip
         return
-    _git(["update-ref", "-m", "taskgate restore", f"refs/heads/{name}", old], repo)
-    if name == effects.main_branch(layout.common_dir) and new is not None:
+    cas = [str(new)] if _is_sha(new) else [""] if new is None else []
+    _git(["update-ref", "--no-deref", "-m", "taskgate restore", branch, old, *cas], repo)
+    if name == effects.main_branch(layout.common_dir) and _is_sha(new) and new != old:
         # the main worktree has main checked out: bring its files back too (keeps local edits)
-        effects.run_git(["read-tree", "-m", "-u", new, old], repo)
+        effects.run_git(["read-tree", "-m", "-u", str(new), old], repo)
 
 
 # -- resolution -------------------------------------------------------------------------------
