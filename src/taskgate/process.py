@@ -53,8 +53,8 @@ class Result:
 
 def hostname() -> str:
     """This machine's name, as leases record it (socket.gethostname without importing socket,
-    about 3 ms)."""
-    return os.uname().nodename
+    about 3 ms); TASKGATE_HOST overrides it (several simulated machines on one, issue 20)."""
+    return os.environ.get("TASKGATE_HOST", "").strip() or os.uname().nodename
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -170,6 +170,11 @@ def present(engine: Engine, task: str) -> Presentation:
 
     shown = engine.step(task, body)
     anchor.anchor(engine, task)  # the chain's head, in git (issue 14)
+    from taskgate.engine import remote_sync  # issue 20: a team's machines see the checkpoint
+
+    if remote_sync.team_remote(engine):
+        agents = engine.require_snapshot(task).task.required_agents
+        shown.details.update(remote_sync.share_quietly(engine, task, agents))
     return shown
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from taskgate import failpoints
+from taskgate.engine import remote_sync
 from taskgate.engine.core import Engine, current_state
 from taskgate.engine.facts import gather
 from taskgate.engine.flow import apply_transition, refuse_if
@@ -395,6 +396,7 @@ def complete(engine: Engine, task: str) -> CompleteResult:
     if pending is not None and pending.get("checkpoint_sha") != checkpoint.get("commit_sha"):
         pending = None  # a journal from before a rebase and a new presentation (R-CMP-06)
     if pending is None:
+        remote_sync.before_complete(engine, main)  # a team's machine fetches first (issue 20)
         main_sha = _preflight(engine, snap)
         approved = str(checkpoint.get("commit_sha") or "")
 
@@ -419,6 +421,7 @@ def complete(engine: Engine, task: str) -> CompleteResult:
     else:
         # R-CMP-09: resuming; the task worktree may hold a half-written archival edit.
         _check_task_worktree(engine, task, allow_dirty=True)
+        pending = remote_sync.resume_journal(engine, task, pending)  # issue 20: a hand-over
     try:
         pending = _run_steps(engine, task, pending)
     except Refused as exc:
@@ -480,6 +483,7 @@ def _run_steps(engine: Engine, task: str, pending: dict[str, Any]) -> dict[str, 
         pending = _journal(engine, task, squash_sha=squash)
         failpoints.hit("complete:after-squash")
     if "merged_sha" not in pending:
+        pending = remote_sync.publish_main(engine, task, pending, main)  # issue 20: remote first
         merged = _merge(engine, task, main, str(pending["squash_sha"]))
         failpoints.hit("complete:main-merged")
         pending = _journal(engine, task, merged_sha=merged)

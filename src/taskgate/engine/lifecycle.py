@@ -423,8 +423,12 @@ def _finish_setup(engine: Engine, row: TaskRow) -> None:
     if not row.pending or row.pending.get("op") != "create_task_worktree":
         return
     path = engine.ws.task_worktree(row.name)
+    from taskgate.engine import remote_sync  # issue 20: a team's branches come from the remote
+
+    remote_sync.fetch_task(engine, row.name, row.required_agents, row.base_branch)
     with gitrepo.repo_lock(engine.ws.common_dir):
         gitrepo.ensure_worktree(engine.ws.repo, path, row.name, str(row.pending["base"]))
+    remote_sync.agent_worktrees(engine, row.name, row.required_agents, row.state)
     failpoints.hit("setup:after-worktree")
     from taskgate.engine.worktree_setup import prepare  # issue 21: .env, links, setup, ports
 
@@ -484,6 +488,13 @@ def release(engine: Engine, name: str, *, force: bool, reason: str = "") -> Task
             hint="say why in a sentence or two; put long notes in the task directory",
         )
 
+    shared = {}
+    if gitrepo.is_worktree(engine.ws.task_worktree(engine.check_task_name(name))):
+        from taskgate.engine import remote_sync  # issue 20: hand the work over to a team
+
+        agents = engine.require_snapshot(name).task.required_agents
+        shared = remote_sync.share_quietly(engine, name, agents)
+
     def body(tx: Tx, snap: TaskSnapshot) -> TaskRow:
         if snap.task.released:
             raise Refused(f"the lock of '{name}' is already released", [])
@@ -491,7 +502,8 @@ def release(engine: Engine, name: str, *, force: bool, reason: str = "") -> Task
             tx,
             name,
             "force_release",
-            {"previous_owner": snap.task.session_id, "fence": snap.task.fence, "reason": reason},
+            {"previous_owner": snap.task.session_id, "fence": snap.task.fence, "reason": reason}
+            | shared,
         )
         # A journaled git step in flight (complete, merge ...) stays journaled: whoever claims
         # the task next resumes it instead of starting over on top of half-done git work.
