@@ -26,7 +26,23 @@ def _parser_class() -> type[argparse.ArgumentParser]:
     if _PARSER_CLASS is None:
         import argparse
 
+        class _Formatter(argparse.HelpFormatter):
+            """argparse's formatter without `import shutil` (and with it bz2, lzma, zlib) for
+            the terminal width: every add_argument builds one (issue 18)."""
+
+            def __init__(
+                self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                width: int | None = None,
+            ) -> None:  # fmt: skip
+                if width is None:
+                    width = _terminal_columns() - 2
+                super().__init__(prog, indent_increment, max_help_position, width)
+
         class _Parser(argparse.ArgumentParser):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                kwargs.setdefault("formatter_class", _Formatter)
+                super().__init__(*args, **kwargs)
+
             def error(self, message: str) -> Any:
                 from taskgate.errors import UsageError
 
@@ -34,6 +50,20 @@ def _parser_class() -> type[argparse.ArgumentParser]:
 
         _PARSER_CLASS = _Parser
     return _PARSER_CLASS
+
+
+def _terminal_columns() -> int:
+    """shutil.get_terminal_size().columns, without importing shutil."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return columns
 
 
 # Each module registers its sub-commands with `register(add)`; heavy imports stay inside the
@@ -49,6 +79,34 @@ COMMAND_MODULES = (
     "taskgate.cli.violation_cmds",
     "taskgate.cli.serve_cmds",
 )
+
+
+# The module that registers each command, so `taskgate transition` imports one command module
+# instead of all of them (issue 18). A command missing here still works: every module is then
+# imported as before. tests/test_cli_parser.py checks this table against the register calls.
+_CORE, _CKP, _AUDIT, _GIT, _RUN = (
+    "taskgate.cli.commands",
+    "taskgate.cli.checkpoint_cmds",
+    "taskgate.cli.audit_cmds",
+    "taskgate.cli.git_cmds",
+    "taskgate.cli.run_cmds",
+)
+COMMAND_MODULE = {
+    **dict.fromkeys(
+        ("init", "todo", "start", "next", "classify", "transition", "status", "agent",
+         "validate", "release"),
+        _CORE,
+    ),
+    **dict.fromkeys(("present", "approve", "say", "request-changes", "abandon"), _CKP),
+    **dict.fromkeys(("audit", "recover"), _AUDIT),
+    **dict.fromkeys(("merge", "complete", "cleanup"), _GIT),
+    **dict.fromkeys(("run", "demo"), _RUN),
+    "spec": "taskgate.cli.spec_cmds",
+    "hooks": "taskgate.cli.hook_cmds",
+    "hook": "taskgate.cli.hook_cmds",
+    "violations": "taskgate.cli.violation_cmds",
+    "serve": "taskgate.cli.serve_cmds",
+}  # fmt: skip
 
 
 class _Sink:
@@ -140,7 +198,8 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     registry = Registry(
         p.add_subparsers(dest="command", metavar="COMMAND", parser_class=parser_class), only
     )
-    for module in COMMAND_MODULES:
+    modules = (COMMAND_MODULE[only],) if only in COMMAND_MODULE else COMMAND_MODULES
+    for module in modules:
         importlib.import_module(module).register(registry)
     if only is not None and not registry.built:
         return _parser()

@@ -244,11 +244,10 @@ def view_problems(ws: Workspace, snap: TaskSnapshot) -> list[str]:
         return []  # the task directory may go with the worktrees at cleanup
     problems = _differences("task.json", read_json(task_dir / "task.json"), views.task_json(snap))
     for agent in snap.task.required_agents:
-        problems += _differences(
-            f"agents/{agent}/status.json",
-            read_json(ws.agent_dir(name, agent) / "status.json"),
-            views.status_json(snap, agent),
-        )
+        view = read_json(ws.agent_dir(name, agent) / "status.json")
+        # Rewritten only when its content changes (issue 18): an earlier _seq is current.
+        expected = views.settled(view, views.status_json(snap, agent))
+        problems += _differences(f"agents/{agent}/status.json", view, expected)
     problems += _differences(
         "audit-trail.json", read_json(task_dir / "audit-trail.json"), views.audit_trail_json(snap)
     )

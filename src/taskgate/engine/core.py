@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from taskgate import failpoints
 from taskgate.engine import views
@@ -23,10 +23,12 @@ from taskgate.fsutil import read_text
 from taskgate.process import hostname
 from taskgate.protocol.names import task_name_problem
 from taskgate.protocol.states import State
-from taskgate.protocol.todo import TodoError, TodoList, parse_todo
 from taskgate.store.base import Store, StoreCorrupt, Tx
 from taskgate.store.records import JSON, TaskHead, TaskRow, TaskSnapshot
 from taskgate.store.select import open_store
+
+if TYPE_CHECKING:
+    from taskgate.protocol.todo import TodoList
 
 T = TypeVar("T")
 
@@ -115,6 +117,8 @@ class Engine:
 
     def todo(self) -> TodoList:
         """todo.md parsed strictly; a parse error is a usage error naming the line."""
+        from taskgate.protocol.todo import TodoError, TodoList, parse_todo  # not every step
+
         text = read_text(self.ws.todo_path)
         if text is None:
             if self.ws.todo_path.exists():

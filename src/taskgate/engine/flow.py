@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskgate import failpoints
-from taskgate.engine.checkpoint_push import push_task_branch
 from taskgate.engine.core import Engine, current_state
 from taskgate.engine.facts import gather, task_path
 from taskgate.errors import Refused, UsageError
@@ -79,6 +78,8 @@ def apply_transition(
         changes.setdefault("checkpoint", None)
     if target is State.AWAITING_USER_APPROVAL:  # R-CKP-10 (D-CKP-3)
         if pushed is None:  # step 1 (R-WTB-07); transition() pushes before its transaction
+            from taskgate.engine.checkpoint_push import push_task_branch
+
             pushed = push_task_branch(engine, t.name)
         head = gitrepo.head_sha(engine.ws.task_worktree(t.name)) or ""
         if pushed.get("pushed_sha", head) != head:
@@ -161,6 +162,8 @@ def transition(
         snap = engine.require_snapshot(task)
         engine.require_owner(snap.task)
         checked(snap)
+        from taskgate.engine.checkpoint_push import push_task_branch  # only for this move
+
         pushed = push_task_branch(engine, task)
 
     def body(tx: Tx, snap: TaskSnapshot) -> TransitionResult:

@@ -1,7 +1,10 @@
 """Views: the seeds' files rendered atomically from the store, never read back as truth.
 
 Every view carries `_seq`, the store sequence of the task it reflects; a missing, stale or
-corrupt view is re-rendered by the next command that touches the task.
+corrupt view is re-rendered by the next command that touches the task. task.json and
+audit-trail.json are rewritten by every step; an agent's status.json and the flags only when
+their content changes (issue 18: most steps changed nothing in them but `_seq`), so theirs is
+the sequence they were last rendered at, never above the task's (`settled`).
 """
 
 from __future__ import annotations
@@ -63,6 +66,31 @@ def pretty_json(value: Any, indent: str = "\n") -> str:
         return int.__repr__(value)
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
     return text.replace("\n", indent)
+
+
+def _write_changed(path: Path, data: dict[str, Any]) -> None:
+    """Write a view unless the file holds exactly this content at an earlier `_seq`."""
+    try:
+        old = path.read_text(encoding="utf-8")
+        seq = json.loads(old).get("_seq")
+    except (OSError, ValueError, AttributeError):
+        seq = None
+    if (
+        type(seq) is int
+        and seq <= data["_seq"]
+        and old == pretty_json({**data, "_seq": seq}) + "\n"
+    ):
+        return
+    _write_view(path, data)
+
+
+def settled(view: Any, expected: dict[str, Any]) -> dict[str, Any]:
+    """`expected` as a view written only when its content changes holds it: an earlier `_seq`
+    is no fault of its own (its content is compared); one above the store's still is."""
+    seq = view.get("_seq") if isinstance(view, dict) else None
+    if type(seq) is int and seq <= expected["_seq"]:
+        return {**expected, "_seq": seq}
+    return expected
 
 
 def task_json(snap: TaskSnapshot) -> dict[str, Any]:
@@ -243,7 +271,7 @@ def render(ws: Workspace, snap: TaskSnapshot) -> None:
     task_dir = ws.task_dir(name)
     task_dir.mkdir(parents=True, exist_ok=True)
     for agent in snap.task.required_agents:
-        _write_view(ws.agent_dir(name, agent) / "status.json", status_json(snap, agent))
+        _write_changed(ws.agent_dir(name, agent) / "status.json", status_json(snap, agent))
     _write_view(task_dir / "audit-trail.json", audit_trail_json(snap))
     failpoints.hit("views:mid")
     wanted = _flag_states(snap)
@@ -253,7 +281,7 @@ def render(ws: Workspace, snap: TaskSnapshot) -> None:
         if not wanted[kind] or approval is None:
             path.unlink(missing_ok=True)
         else:
-            _write_view(
+            _write_changed(
                 path,
                 {
                     "_seq": snap.task.seq,
@@ -265,7 +293,7 @@ def render(ws: Workspace, snap: TaskSnapshot) -> None:
             )
     archival = ws.flag(name, "archival")
     if snap.task.extra.get("archival_sha"):
-        _write_view(archival, {"_seq": snap.task.seq, "sha": snap.task.extra["archival_sha"]})
+        _write_changed(archival, {"_seq": snap.task.seq, "sha": snap.task.extra["archival_sha"]})
     else:
         archival.unlink(missing_ok=True)
     _write_view(task_dir / "task.json", task_json(snap))

@@ -77,8 +77,8 @@ def worktree_refs(worktree: Path) -> tuple[str | None, list[str]]:
     gitdir = gitrepo.git_dir(worktree)
     if gitdir is None:
         return None, []
-    head = gitrepo.rev_parse(worktree, "HEAD")
-    others = [s for s in (gitrepo.rev_parse(worktree, r) for r in _PSEUDO_REFS) if s]
+    head, *pseudo = gitrepo.rev_parse_many(worktree, ("HEAD", *_PSEUDO_REFS))
+    others = [s for s in pseudo if s]
     out = git(
         "for-each-ref", "--format=%(objectname)", "refs/worktree", "refs/bisect",
         cwd=worktree, check=False,
