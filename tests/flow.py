@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,3 +168,20 @@ def implementation_template(
         if second:
             repo.ok("start", "fix-typo", session="s2")
         yield repo
+
+
+def implementation_fixtures(name: str, task: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """A module's fixtures: `implementation`, a template with `task` in IMPLEMENTATION (s1)
+    and fix-typo held by s2, and `impl`, a private copy of it for each test. Bind them under
+    those names: `implementation, impl = implementation_fixtures("x", TASK)`."""
+
+    @pytest.fixture(scope="module")
+    def implementation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+        with implementation_template(tmp_path_factory, name, task, second=True) as repo:
+            yield repo.path
+
+    @pytest.fixture
+    def impl(implementation: Path, tmp_path: Path) -> Repo:
+        return copy_repo(implementation, tmp_path / "repo")
+
+    return implementation, impl

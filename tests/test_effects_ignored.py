@@ -6,13 +6,10 @@ real git, the real CLI."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from conftest import Repo
-from flow import copy_repo, implementation_template
+from flow import implementation_fixtures
 from test_hooks_corpus_effects import (
     TASK,
     audit_failed_on_effects,
@@ -23,18 +20,7 @@ from test_hooks_corpus_effects import (
     quarantine_refs,
 )
 
-
-@pytest.fixture(scope="module")
-def implementation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A repository with add-login in IMPLEMENTATION (session s1), fix-typo held by s2."""
-    with implementation_template(tmp_path_factory, "ignored", TASK, second=True) as repo:
-        yield repo.path
-
-
-@pytest.fixture
-def impl(implementation: Path, tmp_path: Path) -> Repo:
-    """A private copy of the IMPLEMENTATION repository."""
-    return copy_repo(implementation, tmp_path / "repo")
+implementation, impl = implementation_fixtures("ignored", TASK)
 
 
 EXCLUDE = ".env\n*.log\nout/\ndata/\ngen/\nbig.bin\n__pycache__/\n.pytest_cache/\n.hypothesis/\n"

@@ -7,13 +7,11 @@ own work makes in its own worktree are not violations. Real hooks, real git, the
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from conftest import Repo
-from flow import agents_of, copy_repo, implementation_template
+from flow import agents_of, implementation_fixtures
 from test_hooks_corpus_effects import (
     TASK,
     audit_failed_on_effects,
@@ -24,18 +22,7 @@ from test_hooks_corpus_effects import (
     quarantine_refs,
 )
 
-
-@pytest.fixture(scope="module")
-def implementation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A repository with add-login in IMPLEMENTATION (session s1), fix-typo held by s2."""
-    with implementation_template(tmp_path_factory, "refs", TASK, second=True) as repo:
-        yield repo.path
-
-
-@pytest.fixture
-def impl(implementation: Path, tmp_path: Path) -> Repo:
-    """A private copy of the IMPLEMENTATION repository."""
-    return copy_repo(implementation, tmp_path / "repo")
+implementation, impl = implementation_fixtures("refs", TASK)
 
 
 MOVES = {  # spelling -> the command that moves {b} to the commit `forged` points at

@@ -289,6 +289,12 @@ def take(layout: Layout, actor: Actor, session: str) -> dict[str, Any]:
     worktree = worktree_of(layout, task.name)
     from taskgate.hooks import ignored
 
+    # Stat information only: in a worktree taskgate just checked out or merged into, git
+    # cannot trust the index entries' stat ("racily clean") and the comparisons' status, which
+    # never writes the index (GIT_OPTIONAL_LOCKS=0), would re-read each such file every time.
+    # One refresh here keeps every later comparison a stat walk (3 x faster on 20,000 files).
+    # It fails harmlessly while another git holds the index lock.
+    run_git(["update-index", "-q", "--refresh"], worktree)
     tree = worktree_print(worktree, ignored.unwatched(layout.repo, worktree))
     if tree is None:
         return data
