@@ -22,3 +22,13 @@ def test_R_AGT_22_added_agent_joins_the_stakeholder_list_without_moving_the_plan
 def test_add_stakeholder_creates_the_section_when_missing() -> None:
     out = taskmd.add_stakeholder("# t\n", "t", "test")
     assert "## Stakeholder Agent Reports" in out and "### test" in out
+
+
+def test_plan_hash_is_sha256_of_the_normalised_section() -> None:
+    import hashlib
+
+    text = "# t\n\n## Implementation Plan \u00e9\nfiles to create  \n\n  steps\n## Next\nx\n"
+    section = taskmd.plan_section(text)
+    assert section is not None
+    normalised = "\n".join(line.rstrip() for line in section.strip().splitlines())
+    assert taskmd.plan_hash(text) == hashlib.sha256(normalised.encode("utf-8")).hexdigest()

@@ -40,26 +40,24 @@ def pretty_json(value: Any, indent: str = "\n") -> str:
     escaper; anything but exact str-keyed dicts, lists, str, int, bool and None is handed to
     json itself, re-indented (a raw newline in its output is always indentation)."""
     kind = type(value)
-    if kind is str:
-        return _escape(value)
     if kind is dict:
         if not value:
             return "{}"
         if set(map(type, value)) == _STR_KEYS:
             inner = indent + "  "
-            return (
-                "{"
-                + ",".join(
-                    f"{inner}{_escape(k)}: {pretty_json(value[k], inner)}" for k in sorted(value)
-                )
-                + indent
-                + "}"
-            )
+            parts = []
+            for key in sorted(value):
+                item = value[key]  # a str value inline: most of an audit trail's values
+                text = _escape(item) if type(item) is str else pretty_json(item, inner)
+                parts.append(f"{inner}{_escape(key)}: {text}")
+            return "{" + ",".join(parts) + indent + "}"
+    elif kind is str:
+        return _escape(value)
     elif kind is list:
         if not value:
             return "[]"
         inner = indent + "  "
-        return "[" + ",".join(inner + pretty_json(v, inner) for v in value) + indent + "]"
+        return "[" + ",".join([inner + pretty_json(v, inner) for v in value]) + indent + "]"
     elif value is None or kind is bool:
         return _CONSTANTS[value]
     elif kind is int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from taskgate.protocol.states import MIN_REPORT_BYTES, TASK_MD_SECTIONS
@@ -39,7 +38,20 @@ def plan_hash(task_md: str | None) -> str | None:
     if section is None:
         return None
     normalised = "\n".join(line.rstrip() for line in section.strip().splitlines())
-    return hashlib.sha256(normalised.encode("utf-8")).hexdigest()
+    return _sha256(normalised.encode("utf-8"))
+
+
+def _sha256(data: bytes) -> str:
+    """hashlib.sha256(data).hexdigest() through the builtin module when there is one: hashlib
+    loads OpenSSL, a few milliseconds of every guarded command (issue 18)."""
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found]  # Python 3.11
+    except ImportError:  # pragma: no cover - 3.12+ names it _sha2; other interpreters
+        try:
+            from _sha2 import sha256  # type: ignore[import-not-found]
+        except ImportError:
+            from hashlib import sha256
+    return str(sha256(data).hexdigest())
 
 
 def missing_plan_components(task_md: str) -> list[str]:
