@@ -6,7 +6,9 @@ import errno
 import os
 from collections.abc import Sequence
 
-from taskgate.protocol.violations import Violation
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # only a type here: importing errors loads no dataclasses (issue 18)
+    from taskgate.protocol.violations import Violation
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
