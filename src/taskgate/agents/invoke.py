@@ -157,6 +157,34 @@ def _require_worktree(request: AgentRequest) -> None:
         )
 
 
+def not_started(request: AgentRequest) -> str | None:
+    """Why the agent cannot be started in its worktree now, or None when it can.
+
+    Checked before the invocation is recorded (issue 16): a worktree that a killed git command
+    left mid-way (a staged commit, an index.lock, a merge or rebase in progress) is a condition
+    for the person, not an attempt of the agent, so it uses no retry. Raises Refused (R-WTB-04)
+    when the worktree is not on the agent's branch at all.
+    """
+    from taskgate.agents.codex_sandbox import heal
+
+    heal(request.agent_dir, request.worktree)
+    _require_worktree(request)
+    worktree = request.worktree
+    gitdir = gitrepo.git_dir(worktree)
+    if gitdir is not None and (gitdir / "index.lock").exists():
+        return f"{gitdir / 'index.lock'} exists: a git command in {worktree} was killed"
+    operation = gitrepo.in_progress(worktree)
+    if operation:
+        return f"a {operation} is in progress in {worktree}"
+    staged = [e[3:] for e in _porcelain(worktree) if len(e) > 3 and e[0] not in " ?"]
+    if staged:
+        return (
+            f"staged, uncommitted changes in {worktree} ({', '.join(staged[:5])}): a commit "
+            "step was interrupted"
+        )
+    return None
+
+
 def _check(request: AgentRequest, result: AgentResult, before: str | None) -> AgentResult:
     """The evidence checks that turn a COMPLETE claim into ERROR when it does not hold."""
     worktree = request.worktree

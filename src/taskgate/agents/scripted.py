@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from taskgate import failpoints
 from taskgate.agents import artifacts
 from taskgate.agents.base import (
     AgentRequest,
@@ -320,6 +321,7 @@ def _commit(request: AgentRequest, paths: Sequence[str], subject: str) -> None:
     """Commit `paths` in the agent's worktree with the R-WTB-06 tag, as the scripted agent."""
     worktree: Path = request.worktree
     git("add", "--", *paths, cwd=worktree)
+    failpoints.hit("scripted:staged")  # a kill inside the commit step leaves it staged
     git(
         "-c",
         f"user.name=taskgate scripted {request.agent}",

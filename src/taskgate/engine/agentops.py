@@ -107,6 +107,7 @@ def _record_status(
     retry: bool = False,
     no_change: str = "",
     commits: tuple[str, ...] = (),
+    uncount: bool = False,
 ) -> tuple[AgentRow, dict[str, Any]]:
     """The writes of one status record in `tx` (no touch): the new row and the task's extra."""
     task = snap.task.name
@@ -160,12 +161,14 @@ def _record_status(
                 "report": str(report) if state is State.REQUIREMENTS else None,
                 "message": message,
                 **({"commits": list(commits)} if commits else {}),
+                **({"not_started": True} if uncount else {}),
             },
         )
     remaining = work_remaining if work_remaining is not None else False
+    count = row.retry_count + 1 if retry and row.phase == phase else row.retry_count
     new = replace(
         row,
-        retry_count=row.retry_count + 1 if retry and row.phase == phase else row.retry_count,
+        retry_count=max(0, count - 1) if uncount else count,
         status=status.value,
         phase=phase,
         updated_at=now,
@@ -249,11 +252,13 @@ def finish(
     commits: tuple[str, ...] = (),
     decision: tuple[str, str] | None = None,
     extra: dict[str, Any] | None = None,
+    uncount: bool = False,
 ) -> AgentRow:
     """An invocation's outcome as ONE step (issue 16): the review decision (`decision` =
     (APPROVED|REJECTED, reason)), the facts it brings (`extra`, audited as `agent_facts`), the
     commits it made and the completion record commit together, so no state has a verdict
-    without its invocation finished, or a finished reviewer without its verdict."""
+    without its invocation finished, or a finished reviewer without its verdict. `uncount`
+    takes back the retry saved for an invocation whose program never started."""
     status = _status(status_text)
     verdict_of = _decision(*decision) if decision is not None else None
 
@@ -263,7 +268,7 @@ def finish(
             failpoints.hit("agent:after-verdict")  # the boundary of two steps before issue 16
         row, facts = _record_status(engine, tx, snap, agent, status, message=message,
                                     work_remaining=work_remaining, no_change=no_change,
-                                    commits=commits)  # fmt: skip
+                                    commits=commits, uncount=uncount)  # fmt: skip
         if extra:
             engine.event(tx, task, "agent_facts", {"agent": agent, **extra})
             facts.update(extra)
@@ -372,15 +377,22 @@ def reset_retries(engine: Engine, task: str, *, why: str) -> list[str]:
     start again (R-AST-07 counts attempts at one cause). Audited as `retries_reset`."""
 
     def body(tx: Tx, snap: TaskSnapshot) -> list[str]:
-        reset = []
-        for name in snap.task.required_agents:
-            row = snap.agent(name)
-            if row is not None and (row.retry_count or row.status in ("ERROR", "BLOCKED")):
-                tx.put_agent(replace(row, retry_count=0, status=None, updated_at=engine.now()))
-                reset.append(name)
+        reset = reset_retry_rows(engine, tx, snap, why=why)
         if reset:
-            engine.event(tx, task, "retries_reset", {"agents": reset, "why": why})
             engine.touch(tx, snap)
         return reset
 
     return engine.step(task, body)
+
+
+def reset_retry_rows(engine: Engine, tx: Tx, snap: TaskSnapshot, *, why: str) -> list[str]:
+    """The writes of `reset_retries` in `tx` (no touch): the agents whose count restarted."""
+    reset = []
+    for name in snap.task.required_agents:
+        row = snap.agent(name)
+        if row is not None and (row.retry_count or row.status in ("ERROR", "BLOCKED")):
+            tx.put_agent(replace(row, retry_count=0, status=None, updated_at=engine.now()))
+            reset.append(name)
+    if reset:
+        engine.event(tx, snap.task.name, "retries_reset", {"agents": reset, "why": why})
+    return reset

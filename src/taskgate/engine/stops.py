@@ -33,6 +33,9 @@ _ADVICE = {
     "taskgate cleanup {task} checks the current main again",
     "agent-escaped": "an agent changed files outside its worktree (R-WTB-02): inspect them, "
     "keep or discard them",
+    "agent-worktree": "a killed git command left an agent worktree mid-way (a staged commit, "
+    "an index.lock, a merge or rebase): commit or discard it there (git -C <worktree> status); "
+    "the agents were not started, no retry was used",
     "review": "no review decision could be collected: fix the reviewers' configuration or "
     "record verdicts by hand (taskgate agent verdict)",
     "plan": "no plan could be written: write the plan in task.md or fix the architect agent",

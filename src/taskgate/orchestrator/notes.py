@@ -66,6 +66,7 @@ STOP_CAUSES = (
     "no-progress",  # implementation rounds without finishing
     "post-merge-build",  # the build on main failed after the merge (R-CMP-08)
     "agent-escaped",  # an agent wrote outside its worktree (R-WTB-02)
+    "agent-worktree",  # a killed git command left an agent worktree mid-way (issue 16)
     "review",  # no review decision could be collected
     "plan",  # no plan could be written
 )
@@ -88,19 +89,70 @@ def record_stop(engine: Engine, task: str, cause: str, issue: str, next_command:
     engine.step(task, body)
 
 
+# What a resume after each stop starts afresh (issue 16): the person dealt with the cause, so
+# the counters it exhausted would only stop the run again.
+_AGENT_CAUSES = ("agent-retries", "agent-blocked", "misconfiguration", "agent-worktree",
+                 "no-progress", "merge-conflicts", "review", "plan")  # fmt: skip
+
+
 def take_stop(engine: Engine, task: str) -> dict[str, Any] | None:
-    """The stop a new run resumes from (cleared and audited as `run_resumed`), if any."""
+    """The stop a new run resumes from (cleared and audited as `run_resumed`), if any; the
+    counters its cause exhausted start again in the same step, each reset audited with why."""
     stop = engine.require_snapshot(task).task.extra.get("last_stop")
     if not isinstance(stop, dict):
         return None
+    cause = str(stop.get("cause"))
 
     def body(tx: Tx, snap: TaskSnapshot) -> None:
-        engine.event(tx, task, "run_resumed", {"cause": stop.get("cause"), "stopped_at":
-                                               stop.get("at")})  # fmt: skip
+        engine.event(tx, task, "run_resumed", {"cause": cause, "stopped_at": stop.get("at")})
         extra = {k: v for k, v in snap.task.extra.items() if k != "last_stop"}
-        if stop.get("cause") in ("build-retries", "build-escalation"):
+        why = f"resumed after the {cause} stop of {stop.get('at')}: the person dealt with it"
+        if cause in ("build-retries", "build-escalation"):
             extra["build_iterations"] = 0  # the person fixed the cause: a fresh budget
+        if cause in _AGENT_CAUSES:
+            from taskgate.engine.agentops import reset_retry_rows
+
+            reset_retry_rows(engine, tx, snap, why=why)
+            budget = _round_budget(extra, why)
+            if budget:
+                engine.event(tx, task, "round_budget_reset", budget)
+            if cause == "merge-conflicts" and extra.get("conflicts"):
+                engine.event(tx, task, "conflicts_reset", {"conflicts": extra["conflicts"],
+                                                           "why": why})  # fmt: skip
+                extra["conflicts"] = 0
         engine.touch(tx, snap, extra=extra)
 
     engine.step(task, body)
     return stop
+
+
+def _round_budget(extra: dict[str, Any], why: str) -> dict[str, Any] | None:
+    """Start the implementation-round budget at the current round (in `extra`); what to audit,
+    None when no round was used since the last start."""
+    round_no = int(extra.get("impl_round", 1))
+    base = int(extra.get("round_base", 0))
+    if round_no - 1 <= base:
+        return None
+    extra["round_base"] = round_no - 1
+    return {"rounds_used": round_no - 1 - base, "round": round_no, "why": why}
+
+
+def reset_round_budget(engine: Engine, task: str, why: str) -> None:
+    """A new plan or the person's change request: implementation rounds count afresh."""
+    if _round_budget(dict(engine.require_snapshot(task).task.extra), why) is None:
+        return  # no round used since the budget started: nothing to write
+
+    def body(tx: Tx, snap: TaskSnapshot) -> None:
+        extra = dict(snap.task.extra)
+        budget = _round_budget(extra, why)
+        if budget:
+            engine.event(tx, task, "round_budget_reset", budget)
+            engine.touch(tx, snap, extra=extra)
+
+    engine.step(task, body)
+
+
+def rounds_used(snap: TaskSnapshot) -> int:
+    """Implementation rounds started since the budget last started (MAX_IMPLEMENTATION_ROUNDS)."""
+    extra = snap.task.extra
+    return int(extra.get("impl_round", 1)) - int(extra.get("round_base", 0))

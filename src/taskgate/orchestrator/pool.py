@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from taskgate import failpoints
 from taskgate.agents import confinement
-from taskgate.agents.base import AgentResult, Mode, ResultStatus, TaskBrief
+from taskgate.agents.base import AgentRequest, AgentResult, Mode, ResultStatus, TaskBrief
 from taskgate.agents.config import AgentsConfig
-from taskgate.agents.invoke import build_request, invoke
+from taskgate.agents.invoke import build_request, invoke, not_started
 from taskgate.engine import agentops
 from taskgate.engine.core import Engine
 from taskgate.errors import NeedsHuman
@@ -19,6 +19,7 @@ from taskgate.orchestrator import notes
 from taskgate.orchestrator.progress import Progress
 from taskgate.process import end_child_sessions
 from taskgate.protocol.escalation import escalation_message
+from taskgate.protocol.partial import PartialReport
 from taskgate.protocol.states import State
 from taskgate.store.records import TaskSnapshot
 
@@ -47,7 +48,6 @@ class AgentPool:
         for agent in agents:
             row = snap.agent(agent)
             attempt = (row.retry_count if row else 0) + 1 + (1 if agent in retry else 0)
-            agentops.set_status(self.engine, self.task, agent, "WORKING", retry=agent in retry)
             since = snap.task.extra.get("feedback_since", "")
             requests.append(
                 build_request(
@@ -63,6 +63,10 @@ class AgentPool:
                     base_ref=snap.task.base_branch,
                 )
             )
+        self.stop_if_not_startable(requests)  # before anything is recorded: no attempt used
+        for request in requests:
+            agent, attempt = request.agent, request.attempt
+            agentops.set_status(self.engine, self.task, agent, "WORKING", retry=agent in retry)
             self.progress.timeline.invocations += 1
             self.progress.timeline.retries += 1 if agent in retry else 0
             self.progress.emit(
@@ -87,7 +91,11 @@ class AgentPool:
                     time.sleep(0.05)
                 raise
         failpoints.hit("run:after-invoke")  # agents' work done, nothing recorded yet
-        pairs = [(r.agent, res) for r, res in zip(requests, results, strict=True)]
+        pairs = [
+            (r.agent, replace(res, meta={**res.meta, "retry_counted": True}) if r.agent in retry
+             else res)
+            for r, res in zip(requests, results, strict=True)
+        ]  # fmt: skip
         confinement.record(self.engine, self.task, mode, pairs)  # how they ran (issue 14)
         return dict(pairs)
 
@@ -106,6 +114,8 @@ class AgentPool:
             feedback=notes.feedback_for(snap, agent),
             base_ref=snap.task.base_branch,
         )
+        if mode is Mode.IMPLEMENTATION:
+            self.stop_if_not_startable([request])
         self.progress.timeline.invocations += 1
         self.progress.emit(
             "agent",
@@ -153,6 +163,9 @@ class AgentPool:
                 agent,
                 status,
                 message=(result.reason or result.message)[:500],
+                # An agent whose program could not even be started made no attempt (R-AST-07
+                # counts attempts): the retry saved before it is taken back (issue 16).
+                uncount=never_ran(result) and bool(result.meta.get("retry_counted")),
             )
         escaped = result.meta.get("escaped") if not result.ok else None
         if escaped:
@@ -182,36 +195,11 @@ class AgentPool:
     def run_phase(self, mode: Mode) -> None:
         """Partial-completion handling (RULES §8): re-invoke missing/ERROR/TIMEOUT agents,
         escalate at the retry limit, until every agent is COMPLETE for this phase."""
-        max_retries = self.engine.ws.config.protocol.max_agent_retries
         while True:
             report = agentops.check(self.engine, self.task)
             if report.all_complete:
                 return
-            escalate = [line for line in report.lines if line.action == "escalate"]
-            blocked = [line for line in report.lines if line.action == "ask-user"]
-            if escalate or blocked:
-                snap = self.engine.require_snapshot(self.task)
-                names = [line.agent for line in escalate + blocked]
-                notes.record_stop(
-                    self.engine, self.task, "agent-retries" if escalate else "agent-blocked",
-                    report.recommendation, f"taskgate run {self.task}",
-                )  # fmt: skip
-                raise NeedsHuman(
-                    escalation_message(
-                        self.task,
-                        issue=report.recommendation
-                        + ": "
-                        + "; ".join(line.text for line in escalate + blocked),
-                        state=snap.task.state,
-                        attempts=f"{max_retries} re-invocations per agent (R-AST-07)"
-                        if escalate
-                        else "none: the agent reported a blocker (R-AST-12)",
-                        impact=f"{snap.task.state} cannot finish without {', '.join(names)}",
-                        option1="Clarify the requirements and resume (taskgate run)",
-                        option2="Return to CLASSIFIED to re-plan the agent set",
-                    ),
-                    hint=f"after fixing it: taskgate run {self.task}",
-                )
+            self.stop_if_exhausted(report)
             snap = self.engine.require_snapshot(self.task)
             # `run` owns every invocation it starts; a WORKING agent of an earlier, dead run is
             # not running any more, so it is re-invoked rather than waited for (R-AST-06 note).
@@ -221,6 +209,63 @@ class AgentPool:
             for agent, result in results.items():
                 self.record(agent, result)
             self.stop_if_misconfigured(results)
+
+    def stop_if_exhausted(self, report: PartialReport) -> None:
+        """R-AST-07 / R-AST-12: an agent at its retry limit, or blocked, stops the run."""
+        escalate = [line for line in report.lines if line.action == "escalate"]
+        blocked = [line for line in report.lines if line.action == "ask-user"]
+        if not escalate and not blocked:
+            return
+        max_retries = self.engine.ws.config.protocol.max_agent_retries
+        snap = self.engine.require_snapshot(self.task)
+        names = [line.agent for line in escalate + blocked]
+        notes.record_stop(
+            self.engine, self.task, "agent-retries" if escalate else "agent-blocked",
+            report.recommendation, f"taskgate run {self.task}",
+        )  # fmt: skip
+        raise NeedsHuman(
+            escalation_message(
+                self.task,
+                issue=report.recommendation
+                + ": "
+                + "; ".join(line.text for line in escalate + blocked),
+                state=snap.task.state,
+                attempts=f"{max_retries} re-invocations per agent (R-AST-07)"
+                if escalate
+                else "none: the agent reported a blocker (R-AST-12)",
+                impact=f"{snap.task.state} cannot finish without {', '.join(names)}",
+                option1="Clarify the requirements and resume (taskgate run)",
+                option2="Return to CLASSIFIED to re-plan the agent set",
+            ),
+            hint=f"after fixing it: taskgate run {self.task}",
+        )
+
+    def stop_if_not_startable(self, requests: Sequence[AgentRequest]) -> None:
+        """A worktree a killed git command left mid-way (issue 16) is the person's to resolve:
+        the agents are not started, no attempt is recorded, and the run stops saying how."""
+        blocked = {r.agent: (r, why) for r in requests if (why := not_started(r))}
+        if not blocked:
+            return
+        issue = "; ".join(f"{a}: {why}" for a, (_, why) in blocked.items())
+        notes.record_stop(self.engine, self.task, "agent-worktree", issue,
+                          f"taskgate run {self.task}")  # fmt: skip
+        first = next(iter(blocked.values()))[0]
+        wt, tag = first.worktree, first.commit_tag
+        raise NeedsHuman(
+            escalation_message(
+                self.task,
+                issue=f"cannot start {', '.join(blocked)}: {issue}",
+                state=self.engine.require_snapshot(self.task).task.state,
+                attempts="none: the agents were not started and no retry was used",
+                impact=f"{', '.join(blocked)} cannot work until the worktree is usable",
+                option1=f"Keep the work: git -C {wt} status, then git -C {wt} commit -m "
+                f"'{tag} …' (or finish / abort the merge or rebase), then taskgate run "
+                f"{self.task}",
+                option2=f"Discard it: git -C {wt} reset --hard (a stale index.lock: check "
+                f"that no git runs there, then remove it), then taskgate run {self.task}",
+            ),
+            hint=f"git -C {wt} status; after fixing it: taskgate run {self.task}",
+        )
 
     def stop_if_misconfigured(self, results: dict[str, AgentResult]) -> None:
         """An agent that cannot even be started is a configuration error: retrying it changes
@@ -249,3 +294,8 @@ class AgentPool:
             ),
             hint=f"after fixing taskgate.toml: taskgate run {self.task}",
         )
+
+
+def never_ran(result: AgentResult) -> bool:
+    """The agent's program could not be started at all (not found, not executable)."""
+    return not result.ok and result.exit_code in (126, 127)

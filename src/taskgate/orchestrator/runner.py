@@ -47,14 +47,10 @@ class Runner:
 
     def run(self) -> str:
         """Run to CLEANUP and return the final state; NeedsHuman at checkpoints and escalations."""
-        stop = notes.take_stop(self.engine, self.task)
+        stop = notes.take_stop(self.engine, self.task)  # resets the budgets its cause used
         if stop is not None:  # the person dealt with the cause: resume with fresh budgets
-            from taskgate.engine import agentops
-
             self.progress.emit("resume", self.task, f"resuming after {stop.get('cause')}",
                                cause=stop.get("cause"))  # fmt: skip
-            if stop.get("cause") in ("agent-retries", "agent-blocked", "misconfiguration"):
-                agentops.reset_retries(self.engine, self.task, why=f"resumed after {stop['cause']}")
         for _ in range(200):  # a bound, so a bug can never spin forever
             snap = self.engine.require_snapshot(self.task)
             state = State(snap.task.state)
@@ -193,6 +189,7 @@ class Runner:
         notes.add_feedback(self.engine, self.task, "changes", decision.text)
         target = State.IMPLEMENTATION if full else State.SYNTHESIS  # R-TRN-23, C-08
         self._move(target, reason=f"User requested changes: {decision.text}", feedback=False)
+        notes.reset_round_budget(self.engine, self.task, "the person requested changes")
         if full:
             self._reopen_agents()
 
@@ -208,6 +205,7 @@ class Runner:
     def _after_plan_approval(self, snap: TaskSnapshot) -> None:
         path = flow.task_path(snap)
         if State.IMPLEMENTATION in path:
+            notes.reset_round_budget(self.engine, self.task, "a new plan was approved")
             self._move(State.IMPLEMENTATION)
             return
         # C-08 skip path: the change is made after plan approval and committed on T; the
@@ -269,11 +267,13 @@ class Runner:
                 return
             self._conflicted(conflicts)
             return
+        self.pool.stop_if_exhausted(report)  # R-AST-07 holds in IMPLEMENTATION too (issue 16)
         round_no = self._round()
-        if round_no > MAX_IMPLEMENTATION_ROUNDS:
+        used = notes.rounds_used(snap)
+        if used > MAX_IMPLEMENTATION_ROUNDS:
             raise self._escalation(
                 cause="no-progress",
-                issue=f"{round_no - 1} implementation rounds without finishing",
+                issue=f"{used - 1} implementation rounds without finishing",
                 state="IMPLEMENTATION",
                 attempts="every round re-invoked the agents with work left",
                 impact="the task does not converge",

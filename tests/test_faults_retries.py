@@ -1,0 +1,146 @@
+"""Retry counters count attempts that ran, and a resolved cause resets them (issue 16).
+
+The red team's case: `taskgate run` killed inside an agent's commit step left a staged file in
+the agent's worktree; the agent was then re-invoked 10 times (ignoring max_agent_retries) and
+the exhausted round counter refused every later run even after a person committed the file.
+Now a worktree a killed git command left mid-way is diagnosed before any agent starts (no
+attempt is used), the retry limit holds in IMPLEMENTATION, and resuming after the person dealt
+with the cause starts the exhausted counters again, audited with why.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import textwrap
+from pathlib import Path
+
+from conftest import Repo, git
+from test_faults_resume import SLUG, _finished
+from test_run import sample
+
+
+def _events(repo: Repo, kind: str) -> list[dict[str, object]]:
+    conn = sqlite3.connect(repo.path / ".taskgate" / "state.db")
+    try:
+        rows = conn.execute(
+            "SELECT payload FROM events WHERE task = ? AND kind = ? ORDER BY seq", (SLUG, kind)
+        ).fetchall()
+    finally:
+        conn.close()
+    return [json.loads(r[0]) for r in rows]
+
+
+def _agents(repo: Repo) -> dict[str, dict[str, object]]:
+    status = repo.ok("status", SLUG, "--json", session="run").json()
+    return {str(a["agent"]): a for a in status["agents"]}
+
+
+def _prompts(repo: Repo, agent: str, mode: str) -> list[str]:
+    agent_dir = repo.task_dir(SLUG) / "agents" / agent
+    return sorted(p.name for p in agent_dir.glob(f"{mode}-*.prompt.md"))
+
+
+def test_a_kill_inside_a_commit_step_is_diagnosed_not_retried_and_resumes(
+    tmp_path: Path,
+) -> None:
+    repo = sample(tmp_path)
+    killed = repo.run("run", SLUG, "--yes", session="run",
+                      env={"TASKGATE_FAILPOINT": "scripted:staged"})  # fmt: skip
+    assert killed.code == -signal.SIGKILL
+    staged = {
+        a: wt
+        for a in _agents(repo)
+        if (wt := repo.task_dir(SLUG) / "agents" / a / "code").exists()
+        and git(wt, "diff", "--cached", "--name-only")
+    }
+    assert len(staged) == 1, staged
+    ((agent, worktree),) = staged.items()
+    invoked = len(_events(repo, "agent_invoked"))
+    before = {a: row["retry_count"] for a, row in _agents(repo).items()}
+    for _ in range(2):  # however often the person runs it before fixing the worktree
+        stopped = repo.run("run", SLUG, "--yes", session="run")
+        assert stopped.code == 4, stopped.out + stopped.err
+        assert "staged, uncommitted changes" in stopped.err and str(worktree) in stopped.err
+        assert f"git -C {worktree} commit" in stopped.err
+        # Not an attempt: no invocation was opened, no retry counted.
+        assert len(_events(repo, "agent_invoked")) == invoked
+        assert {a: row["retry_count"] for a, row in _agents(repo).items()} == before
+    assert [e["cause"] for e in _events(repo, "run_stopped")] == ["agent-worktree"] * 2
+    diag = repo.run("recover", SLUG, "--json", session="run")
+    assert "agent-worktree" in diag.out
+    # The person keeps the agent's half-committed work, then resumes.
+    git(worktree, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qm",
+        f"[agent:{agent}] finish the interrupted commit")  # fmt: skip
+    repo.ok("run", SLUG, "--yes", session="run")
+    _finished(repo, SLUG, commits=2)
+    assert [e["cause"] for e in _events(repo, "run_resumed")][-1] == "agent-worktree"
+
+
+FLAKY = """
+import json, os, pathlib, sys
+sys.stdin.read()
+mode = os.environ["TASKGATE_MODE"]
+if mode == "requirements":
+    pathlib.Path(os.environ["TASKGATE_REPORT_PATH"]).write_text("requirement. " * 20)
+    print(json.dumps({"status": "COMPLETE"}))
+elif mode == "implementation":
+    if pathlib.Path(MARKER).exists():
+        print(json.dumps({"status": "COMPLETE", "no_change": "style needs no change"}))
+    else:
+        print(json.dumps({"status": "ERROR", "reason": "the style checker is not installed"}))
+else:
+    print(json.dumps({"status": "COMPLETE", "verdict": "APPROVED", "message": "fine"}))
+"""
+
+
+def _flaky_style(tmp_path: Path, retries: int) -> tuple[Repo, Path]:
+    marker = tmp_path / "style-checker-installed"
+    script = tmp_path / "style_agent.py"
+    script.write_text(textwrap.dedent(FLAKY).replace("MARKER", repr(str(marker))))
+    extra = f'\n[agents.style]\nbackend = "command"\ncommand = ["python3", "{script}"]\n'
+    repo = sample(tmp_path, extra=extra)
+    toml = repo.path / "taskgate.toml"
+    text = toml.read_text()
+    assert "[protocol]" in text
+    text = text.replace("[protocol]\n", f"[protocol]\nmax_agent_retries = {retries}\n", 1)
+    # The confined agent may read its script and the marker (docs/security.md).
+    toml.write_text(text.replace("[agents]\n", f'[agents]\nsandbox_readable = ["{tmp_path}"]\n', 1))
+    git(repo.path, "commit", "-qam", "retry limit")
+    return repo, marker
+
+
+def test_the_retry_limit_holds_in_implementation_and_a_fix_resets_it(tmp_path: Path) -> None:
+    repo, marker = _flaky_style(tmp_path, retries=2)
+    stopped = repo.run("run", SLUG, "--yes", session="run")
+    assert stopped.code == 4, stopped.out + stopped.err
+    assert "Max retries exceeded (2)" in stopped.err
+    # The first attempt and 2 retries: 3 implementation invocations, not 10 rounds.
+    assert len(_prompts(repo, "style", "implementation")) == 3
+    assert _agents(repo)["style"]["retry_count"] == 2
+    assert [e["cause"] for e in _events(repo, "run_stopped")] == ["agent-retries"]
+    again = repo.run("run", SLUG, "--yes", session="run")  # nothing fixed: it stops again
+    assert again.code == 4
+    marker.write_text("installed\n")  # the person fixes the cause
+    repo.ok("run", SLUG, "--yes", session="run")
+    _finished(repo, SLUG, commits=4)  # + the sample's configuration commits
+    resets = _events(repo, "retries_reset")
+    assert resets and all("style" in e["agents"] for e in resets)  # type: ignore[operator]
+    assert "agent-retries" in str(resets[-1]["why"])
+    budgets = _events(repo, "round_budget_reset")
+    assert budgets and "agent-retries" in str(budgets[-1]["why"])
+
+
+def test_an_exhausted_round_counter_starts_again_when_the_person_resumes(tmp_path: Path) -> None:
+    """The rounds themselves (MAX_IMPLEMENTATION_ROUNDS) are a budget the resume renews."""
+    repo, marker = _flaky_style(tmp_path, retries=50)
+    stopped = repo.run("run", SLUG, "--yes", session="run")
+    assert stopped.code == 4, stopped.out + stopped.err
+    assert "implementation rounds without finishing" in stopped.err
+    assert [e["cause"] for e in _events(repo, "run_stopped")] == ["no-progress"]
+    marker.write_text("installed\n")
+    repo.ok("run", SLUG, "--yes", session="run")
+    _finished(repo, SLUG, commits=4)
+    budget = _events(repo, "round_budget_reset")[-1]
+    assert "no-progress" in str(budget["why"]) and budget["rounds_used"] == 10
