@@ -61,3 +61,15 @@ def test_the_status_projection_equals_the_full_rows(repo: Any) -> None:
         store.close()
     assert [row[0] for row in projected] == ["alpha", "beta"]
     assert projected[1][3] is not None and projected[0][3] is None  # beta released
+
+
+def test_rows_of_one_shape_and_percent_signs_in_keys() -> None:
+    rows = [
+        {"a%s": "x", "%": None, "b": ["%d", 1]},
+        {"a%s": "y%", "%": True, "b": []},
+        {"other": 1.5},
+        {"a%s": "z", "%": False, "b": ["q"]},
+    ]
+    assert dumps_records(rows) == _reference(rows)
+    same = [{"task": f"t{i}", "owner": None, "state": "S"} for i in range(5)]
+    assert dumps_records(same) == _reference(same)

@@ -61,10 +61,19 @@ def dumps_records(rows: Sequence[Any]) -> str:
     if not rows:
         return "[]"
     parts = []
+    keys: list[str] = []
+    template = ""
     for row in rows:
         if not row:
             parts.append("{}")
             continue
-        fields = ",\n    ".join(f"{_escape(k)}: {_value(row[k])}" for k in sorted(row))
-        parts.append("{\n    " + fields + "\n  }")
+        order = sorted(row)
+        if order != keys:  # rows of one shape share the text around their values
+            keys = order
+            template = (
+                "{\n    "
+                + ",\n    ".join(_escape(k).replace("%", "%%") + ": %s" for k in keys)
+                + "\n  }"
+            )
+        parts.append(template % tuple(map(_value, map(row.__getitem__, keys))))
     return "[\n  " + ",\n  ".join(parts) + "\n]"

@@ -23,6 +23,7 @@ from taskgate.protocol.states import RiskLevel
 
 FIELDS = ("purpose", "scope", "components", "depends", "files", "risk")
 FEASIBILITY_FIELDS = ("purpose", "scope", "components")  # R-LCK-12
+_FIELD_SET = frozenset(FIELDS)
 
 _TASK_HEADING = re.compile(r"^##[ \t]+(\S+?):(?:[ \t]+(.*))?$")
 _ANY_HEADING = re.compile(r"^(#{1,2})[ \t]")
@@ -160,16 +161,19 @@ def _parse_entry(lines: list[str], start: int, end: int) -> TodoTask:
     values: dict[str, str] = {}
     value_lines: dict[str, int] = {}
     description: list[str] = []
+    field = _FIELD.match
     last = start + 1  # one past the last non-blank line of the entry
-    for index in range(start + 1, end):
-        line = lines[index].strip()
+    index = start
+    for raw in lines[start + 1 : end]:
+        index += 1
+        line = raw.strip()
         if not line:
             continue
         last = index + 1
-        match = _FIELD.match(line) if ":" in line else None
+        match = field(line) if ":" in line else None
         if match is not None:
             key = match.group(1).lower()
-            if key in FIELDS:
+            if key in _FIELD_SET:
                 if key in values:
                     raise TodoError(
                         index + 1,
@@ -179,27 +183,20 @@ def _parse_entry(lines: list[str], start: int, end: int) -> TodoTask:
                 value_lines[key] = index + 1
                 continue
         description.append(line)
+    get = values.get
     depends = _names(values["depends"], value_lines["depends"]) if "depends" in values else ()
     risk: RiskLevel | None = None
-    if values.get("risk"):
+    if get("risk"):
         try:
             risk = RiskLevel.parse(values["risk"])
         except ValueError as exc:
             raise TodoError(value_lines["risk"], str(exc)) from None
-    files = tuple(p for p in (s.strip() for s in values.get("files", "").split(",")) if p)
+    files_text = get("files", "")
+    files = tuple(p for p in (s.strip() for s in files_text.split(",")) if p) if files_text else ()
     return TodoTask(
-        name=name,
-        title=title,
-        line=start + 1,
-        end_line=last,
-        purpose=values.get("purpose", ""),
-        scope=values.get("scope", ""),
-        components=values.get("components", ""),
-        depends=depends,
-        files=files,
-        risk=risk,
-        description="\n".join(description),
-    )
+        name, title, start + 1, last, get("purpose", ""), get("scope", ""),
+        get("components", ""), depends, files, risk, "\n".join(description),
+    )  # fmt: skip
 
 
 def _names(text: str, line: int) -> tuple[str, ...]:

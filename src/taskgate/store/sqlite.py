@@ -127,9 +127,8 @@ class SqliteTx(Tx):
         out: list[TaskHead] = []
         for name, state, session, released, pending, extra in self._c.execute(query):
             try:
-                out.append(
-                    TaskHead(name, state, session, released, _load(pending), json.loads(extra))
-                )
+                extras = {} if extra == "{}" else json.loads(extra)  # most rows: nothing extra
+                out.append(TaskHead(name, state, session, released, _load(pending), extras))
             except (ValueError, TypeError) as exc:
                 raise StoreCorrupt(f"task row {name!r} does not parse: {exc}") from exc
         return out
