@@ -5,11 +5,17 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import subprocess
+
+# `subprocess` (with threading and selectors) is imported by the functions that start a
+# process: many commands start none (issue 18: `taskgate transition` runs no git).
 
 
 def _die_with_parent() -> Callable[[], None] | None:
@@ -82,6 +88,8 @@ def run(
     """
     if kill_group:
         return _run_group(cmd, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
+    import subprocess
+
     try:
         proc = subprocess.run(
             list(cmd),
@@ -123,6 +131,8 @@ def _run_group(
     timeout: float | None,
 ) -> Result:
     """`run` in a new session; the process group never outlives the call."""
+    import subprocess
+
     try:
         proc = subprocess.Popen(
             list(cmd),
@@ -201,6 +211,8 @@ def start_detached(
     """Start a long-lived `cmd` in a session of its own (it outlives the caller and its
     process group), output appended to `log`; the caller may poll it (issue 18's server
     autostart)."""
+    import subprocess
+
     with open(log, "ab") as out:
         return subprocess.Popen(
             list(cmd),
