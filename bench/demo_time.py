@@ -28,10 +28,12 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from taskgate.cli.main import main
 from taskgate.engine import validate as validate_mod
+from taskgate.engine import views as views_mod
 from taskgate.git import cmd as git_cmd
 from taskgate.orchestrator import pool as pool_mod
 
 TIMES: dict[str, float] = {"git": 0.0, "build": 0.0, "agents": 0.0}
+COUNTS: dict[str, int] = {"git": 0, "views": 0}  # taskgate's own git processes, view writes
 _IN_AGENTS = threading.local()
 
 
@@ -46,6 +48,16 @@ def _timed(name: str, fn: Callable[..., Any], *, main_thread_only: bool = False)
         finally:
             if counted:
                 TIMES[name] += time.perf_counter() - start
+                if name in COUNTS:
+                    COUNTS[name] += 1
+
+    return wrapper
+
+
+def _counted(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        COUNTS[name] += 1
+        return fn(*args, **kwargs)
 
     return wrapper
 
@@ -73,6 +85,8 @@ def _agents(fn: Callable[..., Any]) -> Callable[..., Any]:
 def one_run() -> dict[str, float]:
     for key in TIMES:
         TIMES[key] = 0.0
+    for key in COUNTS:
+        COUNTS[key] = 0
     target = Path(tempfile.mkdtemp(prefix="taskgate-bench-demo-")) / "textkit"
     start = time.perf_counter()
     out, err = io.StringIO(), io.StringIO()
@@ -81,7 +95,7 @@ def one_run() -> dict[str, float]:
     total = time.perf_counter() - start
     assert code == 0, f"demo failed ({code}):\n{out.getvalue()[-2000:]}\n{err.getvalue()}"
     own = total - sum(TIMES.values())
-    return {"total": total, **TIMES, "taskgate": own}
+    return {"total": total, **TIMES, "taskgate": own, **{f"n_{k}": v for k, v in COUNTS.items()}}
 
 
 def main_bench() -> int:
@@ -90,12 +104,16 @@ def main_bench() -> int:
     validate_mod.run = _timed("build", validate_mod.run)  # type: ignore[assignment]
     pool_mod.AgentPool.invoke_all = _agents(pool_mod.AgentPool.invoke_all)  # type: ignore[method-assign]
     pool_mod.invoke = _agents(pool_mod.invoke)  # type: ignore[assignment]
+    views_mod._write_view = _counted("views", views_mod._write_view)  # type: ignore[assignment]
     results = [one_run() for _ in range(runs)]
     print(f"taskgate demo --yes, {runs} runs (two tasks: HIGH code + LOW docs), median:")
     for key in ("total", "taskgate", "git", "agents", "build"):
         value = statistics.median(r[key] for r in results)
         share = value / statistics.median(r["total"] for r in results) * 100
         print(f"  {key:<9} {value:6.2f} s  {share:5.1f} %")
+    git_runs = statistics.median(r["n_git"] for r in results)
+    view_writes = statistics.median(r["n_views"] for r in results)
+    print(f"  taskgate's own git processes: {git_runs:.0f}; view files written: {view_writes:.0f}")
     return 0
 
 

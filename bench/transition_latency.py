@@ -4,7 +4,7 @@
 With --scale (issue 18): the same transition on a task with 2,000 audit events and in a store
 with 10,000 other tasks, as ratios to a fresh repository, interleaved in one run.
 
-Run: python bench/transition_latency.py [rounds] [--scale]
+Run: python bench/transition_latency.py [rounds] [--scale [--events=N] [--tasks=N]]
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ def main() -> int:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     rounds = int(args[0]) if args else 40
     if "--scale" in sys.argv:
-        return scale(rounds)
+        sizes = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
+        return scale(rounds, int(sizes.get("events", 2000)), int(sizes.get("tasks", 10_000)))
     repo = scratch_repo()
     tg(repo, "start", "task-0")
     wt = repo / ".taskgate" / "tasks" / "task-0" / "code"
@@ -107,15 +108,15 @@ def _add_tasks(repo: Path, count: int) -> None:
         store.close()
 
 
-def scale(rounds: int) -> int:
+def scale(rounds: int, events: int, tasks: int) -> int:
     """Issue 18: transition cost with 2,000 events / 10,000 tasks vs a fresh repository."""
     sys.path.insert(0, str(ROOT / "src"))
     cases: dict[str, tuple[Path, Path]] = {}
     cases["fresh repository"] = _classified_repo()
-    cases["task with 2,000 events"] = _classified_repo()
-    _add_events(cases["task with 2,000 events"][0], 2000)
-    cases["store with 10,000 tasks"] = _classified_repo()
-    _add_tasks(cases["store with 10,000 tasks"][0], 10_000)
+    cases[f"task with {events:,} events"] = _classified_repo()
+    _add_events(cases[f"task with {events:,} events"][0], events)
+    cases[f"store with {tasks:,} tasks"] = _classified_repo()
+    _add_tasks(cases[f"store with {tasks:,} tasks"][0], tasks)
     times: dict[str, list[float]] = {name: [] for name in cases}
     base: list[float] = []
     cli = [sys.executable, "-m", "taskgate", "transition", "task-0"]

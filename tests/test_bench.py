@@ -17,6 +17,11 @@ ROOT = Path(__file__).resolve().parent.parent
     ("script", "args", "expect"),
     [
         ("transition_latency.py", ["2"], "transition / python ratio"),
+        (
+            "transition_latency.py",
+            ["1", "--scale", "--events=20", "--tasks=20"],
+            "transition at scale",
+        ),
         ("status_scale.py", ["200"], "status --json over 200 tasks"),
         ("demo_time.py", ["1"], "taskgate demo --yes, 1 runs"),
     ],
