@@ -14,6 +14,7 @@ import os
 import socket
 import sqlite3
 import struct
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +27,7 @@ from server_helpers import Running, start_server
 from taskgate.agents import sandbox
 from taskgate.cli.main import _parser
 from taskgate.engine.core import pid_start_time
-from taskgate.server import door
+from taskgate.server import door, peers
 
 pytestmark = pytest.mark.skipif(not sandbox.probe()[0], reason="bubblewrap does not work here")
 
@@ -51,20 +52,46 @@ def door_events(repo: Repo) -> list[dict[str, object]]:
     return [json.loads(r[0]) for r in rows]
 
 
-def confined(
-    repo: Repo, *args: str, cwd: Path | None = None, marker: bool = True, session: str = "s1"
-) -> Run:
-    """`python -m taskgate ARGS` in a bwrap sandbox where the whole file system is read-only."""
-    import subprocess
+def launch(
+    argv: list[str], env: dict[str, str], proven: str | None, *, kind: str = peers.CLIENT,
+    state_dir: Path, timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """Run `argv` (a sandbox); unless `proven` is None, register its outermost process for the
+    door the way the SessionStart hook (a client's session `proven`) or `taskgate run` (an
+    agent of TASK) does, right after it starts."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    path = None
+    if proven is not None:
+        started = peers.start_time(proc.pid)
+        assert started is not None
+        identity = peers.Identity(kind, proc.pid, started, session=proven,
+                                  task=TASK if kind == peers.RUN else "",
+                                  agent="architect" if kind == peers.RUN else "")  # fmt: skip
+        path = peers.register(state_dir, identity)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if path is not None:
+            peers.unregister(path)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
+
+def confined(
+    repo: Repo, *args: str, cwd: Path | None = None, marker: bool = True, session: str = "s1",
+    proven: str | None = "s1", kind: str = peers.CLIENT,
+) -> Run:
+    """`python -m taskgate ARGS` in a bwrap sandbox where the whole file system is read-only;
+    `session` is what the command claims, `proven` the session registered for its sandbox
+    (None: nobody registered it)."""
     bwrap = sandbox.probe()[0]
     env = {**os.environ, "PYTHONPATH": str(SRC), "TASKGATE_SESSION": session}
     sandbox_env = ["--setenv", "TASKGATE_SANDBOX", "bwrap"] if marker else []
-    proc = subprocess.run(
+    proc = launch(
         [bwrap, "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
          *sandbox_env, "--chdir", str(cwd or repo.worktree(TASK)),
          sys.executable, "-P", "-m", "taskgate", *args],
-        env=env, capture_output=True, text=True, timeout=120,
+        env, proven, kind=kind, state_dir=repo.path / ".taskgate",
     )  # fmt: skip
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
@@ -102,11 +129,13 @@ def test_agent_commands_change_the_store_through_the_door(
         ["agent", "set", TASK, "architect", "IN_PROGRESS"],
     ]
     assert all(e["channel"] == "agent-door" and e["session"] == "s1" for e in events)
+    assert all(e["identity"]["kind"] == "client" and e["peer"] > 1 for e in events)
     audit = repo.run("audit", TASK)
     assert audit.code == 0 and "FAIL" not in audit.out, audit.out
-    # The door's session is the request's: another session is foreign to this task (R-TRN-07).
+    # Another session, proven as itself, is foreign to this task (R-TRN-07).
     before = fingerprint(repo.path / ".taskgate" / "state.db")
-    foreign = confined(repo, "transition", TASK, "CLASSIFIED", "--reason", "x", session="s2")
+    foreign = confined(repo, "transition", TASK, "CLASSIFIED", "--reason", "x", session="s2",
+                       proven="s2")  # fmt: skip
     assert foreign.code == 3 and "R-TRN-07" in foreign.err
     assert fingerprint(repo.path / ".taskgate" / "state.db") == before
 
@@ -282,8 +311,6 @@ def test_decide_allows_the_agent_operations(argv: list[str]) -> None:
 def test_the_door_is_reachable_from_the_sandbox_run_uses(served: tuple[Repo, Running]) -> None:
     """agents/sandbox.py's own confinement (private /tmp, git shadow): the agent's CLI finds
     the door; once `run` drives the task (a live owner_pid) the same request is refused."""
-    import subprocess
-
     repo, _ = served
     to_classified(repo, TASK)
     repo.ok("transition", TASK, "REQUIREMENTS", cwd=repo.worktree(TASK))
@@ -295,7 +322,7 @@ def test_the_door_is_reachable_from_the_sandbox_run_uses(served: tuple[Repo, Run
         bwrap = sandbox.probe()[0]
         with sandbox.confine(bwrap, cmd, env, worktree=agent_wt, branch=f"{TASK}-architect",
                              outputs=[]) as jail:  # fmt: skip
-            proc = subprocess.run(jail.argv, env=jail.env, capture_output=True, text=True)
+            proc = launch(jail.argv, jail.env, "s1", state_dir=repo.path / ".taskgate")
             jail.finish()
         return proc
 

@@ -80,14 +80,17 @@ def run(
     stdin: str | None = None,
     timeout: float | None = None,
     kill_group: bool = False,
+    started: Callable[[int], None] | None = None,
 ) -> Result:
     """Run `cmd` and capture its output; never raises for a non-zero exit.
 
     With `kill_group` the command runs in its own session and its whole process group is
-    ended on timeout, on an exception (Ctrl-C) and when it returns (agents, issue 6).
+    ended on timeout, on an exception (Ctrl-C) and when it returns (agents, issue 6);
+    `started` (with `kill_group` only) is called with the child's pid as soon as it exists
+    (the agent door's registration, server/peers.py).
     """
     if kill_group:
-        return _run_group(cmd, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
+        return _run_group(cmd, cwd=cwd, env=env, stdin=stdin, timeout=timeout, started=started)
     import subprocess
 
     try:
@@ -129,6 +132,7 @@ def _run_group(
     env: Mapping[str, str] | None,
     stdin: str | None,
     timeout: float | None,
+    started: Callable[[int], None] | None = None,
 ) -> Result:
     """`run` in a new session; the process group never outlives the call."""
     import subprocess
@@ -149,6 +153,8 @@ def _run_group(
     data = stdin.encode() if stdin is not None else None
     timed_out = False
     try:
+        if started is not None:
+            started(proc.pid)
         out, err = proc.communicate(data, timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True

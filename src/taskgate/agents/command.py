@@ -37,8 +37,10 @@ from taskgate.agents.base import (
     parse_result_text,
     tail,
 )
-from taskgate.errors import UsageError
+from taskgate.engine.workspace import find_workspace
+from taskgate.errors import TaskgateError, UsageError
 from taskgate.fsutil import atomic_write_json
+from taskgate.server import peers
 
 if TYPE_CHECKING:
     from taskgate.agents.config import AgentSettings
@@ -165,14 +167,38 @@ def run_agent_process(request: AgentRequest, cmd: Sequence[str]) -> process.Resu
 
 
 def _run(request: AgentRequest, cmd: Sequence[str], env: dict[str, str]) -> process.Result:
-    return process.run(
-        cmd,
-        cwd=request.worktree,
-        env=env,
-        stdin=request.prompt,
-        timeout=request.timeout_s,
-        kill_group=True,
-    )
+    registered: list[str] = []
+
+    def register(pid: int) -> None:
+        """The agent door's proof of who asks (server/peers.py): this process and everything
+        it starts speak for this agent on this task, with no session of their own."""
+        registered.extend(_register_agent(request, pid))
+
+    try:
+        return process.run(
+            cmd,
+            cwd=request.worktree,
+            env=env,
+            stdin=request.prompt,
+            timeout=request.timeout_s,
+            kill_group=True,
+            started=register,
+        )
+    finally:
+        for path in registered:
+            peers.unregister(path)
+
+
+def _register_agent(request: AgentRequest, pid: int) -> list[str]:
+    started = peers.start_time(pid)
+    if started is None:
+        return []  # not Linux, or gone already: the door proves nothing for it
+    identity = peers.Identity(peers.RUN, pid, started, task=request.task, agent=request.agent)
+    try:
+        ws = find_workspace(request.worktree)
+        return [peers.register(ws.state_dir, identity)]
+    except (OSError, TaskgateError):
+        return []
 
 
 def _missing(cmd: Sequence[str], cwd: Path, env: dict[str, str]) -> process.Result | None:

@@ -8,10 +8,11 @@ discrepancy with its evidence and fix; repairs are `taskgate recover`'s job.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from taskgate.engine import views
+from taskgate.engine import guard_trail, views
 from taskgate.engine.anchor import check_anchor
 from taskgate.engine.core import Engine, check_history
 from taskgate.engine.workspace import Workspace, require_initialized
@@ -23,7 +24,7 @@ from taskgate.protocol import audit_checks as ac
 from taskgate.protocol import audit_records as ar
 from taskgate.protocol.states import State
 from taskgate.store.base import StoreCorrupt
-from taskgate.store.records import GENESIS_HASH, TaskSnapshot, event_hash
+from taskgate.store.records import GENESIS_HASH, EventRow, TaskSnapshot, event_hash
 from taskgate.store.select import open_store
 
 _DONE = (State.COMPLETE.value, State.CLEANUP.value)
@@ -84,10 +85,67 @@ def read_snapshots(ws: Workspace, task: str | None) -> list[TaskSnapshot]:
 
 
 def audit(engine: Engine, task: str | None = None) -> list[TaskAudit]:
-    """Audit one task or every task; reads only."""
+    """Audit one task or every task (and then the repository's own trail); reads only."""
     if task is not None:
         engine.check_task_name(task)
-    return [audit_snapshot(engine.ws, snap) for snap in read_snapshots(engine.ws, task)]
+    audits = [audit_snapshot(engine.ws, snap) for snap in read_snapshots(engine.ws, task)]
+    if task is None:
+        audits += audit_repository(engine.ws)
+    return audits
+
+
+def audit_repository(ws: Workspace) -> list[TaskAudit]:
+    """The repository's trail (engine/guard_trail.py), when it has events: its chain and
+    the guard records on it."""
+    store = open_store(ws, timeout=60.0, read_only=True)
+    try:
+        with store.read() as tx:
+            events = guard_trail.repository_events(tx)
+    except StoreCorrupt as exc:
+        raise Corrupted(f"the store cannot be read: {exc}", hint="run 'taskgate recover'") from exc
+    finally:
+        store.close()
+    if not events:
+        return []
+    chain = ar.CheckResult(
+        "hash-chain",
+        f"the repository trail's hash chain is intact ({len(events)} events)",
+        ("R-AUD-01",),
+        tuple(chain_findings(guard_trail.REPOSITORY, events)),
+    )
+    return [TaskAudit(guard_trail.REPOSITORY, "-", (chain, check_guards(events)))]
+
+
+def check_guards(events: Sequence[EventRow]) -> ar.CheckResult:
+    """Hook settings found removed, changed or off at a SessionStart fail (the session may
+    have run unguarded); requests the agent door refused for their identity are noted."""
+    findings: list[ar.Finding] = []
+    notes: list[str] = []
+    for e in events:
+        if e.kind == guard_trail.HOOKS_CHANGED:
+            problems = e.payload.get("problems") or []
+            findings.append(
+                ar.Finding(
+                    f"event #{e.seq} at {e.at}: session {e.payload.get('session', '?')} started "
+                    f"with taskgate's hook settings changed: {'; '.join(map(str, problems))}",
+                    "run 'taskgate hooks install' (and 'taskgate hooks status'), then review "
+                    "what that session did",
+                    "a hook entry was removed, edited or switched off (disableAllHooks) outside "
+                    "'taskgate hooks install'",
+                )
+            )
+        elif e.kind == guard_trail.DOOR_REFUSED:
+            notes.append(
+                f"event #{e.seq} at {e.at}: the agent door refused {e.payload.get('argv')} "
+                f"[{e.payload.get('rule')}] {e.payload.get('reason')}"
+            )
+    return ar.CheckResult(
+        "guards",
+        "the hook settings were in place at every SessionStart; identities at the agent door",
+        ("R-LCK-09", "R-REC-14"),
+        tuple(findings),
+        tuple(notes),
+    )
 
 
 def audit_snapshot(ws: Workspace, snap: TaskSnapshot) -> TaskAudit:
@@ -98,6 +156,7 @@ def audit_snapshot(ws: Workspace, snap: TaskSnapshot) -> TaskAudit:
         check_views(ws, snap),
         check_git(ws, snap),
         check_anchor(ws, snap),  # engine/anchor.py (issue 14)
+        check_guards(snap.events),  # engine/guard_trail.py (issue 14)
     ]
     return TaskAudit(snap.task.name, snap.task.state, tuple(checks))
 
@@ -175,12 +234,22 @@ def task_commits(ws: Workspace, snap: TaskSnapshot) -> tuple[ar.Commit, ...] | N
 
 def check_hash_chain(snap: TaskSnapshot) -> ar.CheckResult:
     """Each event's hash covers its content and the previous hash (DESIGN.md State)."""
+    return ar.CheckResult(
+        "hash-chain",
+        f"the audit trail's hash chain is intact ({len(snap.events)} events)",
+        ("R-AUD-01", "R-AUD-12"),
+        tuple(chain_findings(snap.task.name, snap.events)),
+    )
+
+
+def chain_findings(name: str, events: Sequence[EventRow]) -> list[ar.Finding]:
+    """Events that do not follow their predecessor or whose hash does not match."""
     findings: list[ar.Finding] = []
-    fix = f"restore the store from a backup; run 'taskgate recover {snap.task.name}'"
+    fix = f"restore the store from a backup; run 'taskgate recover {name}'"
     cause = "audit events were edited or deleted directly in the store (they are append-only)"
     previous = GENESIS_HASH
     previous_seq: int | None = None
-    for e in snap.events:
+    for e in events:
         label = f"event #{e.seq} ({e.kind} at {e.at})"
         if e.prev_hash != previous:
             after = f"event #{previous_seq}" if previous_seq is not None else "the chain's start"
@@ -201,12 +270,7 @@ def check_hash_chain(snap: TaskSnapshot) -> ar.CheckResult:
                 )
             )
         previous, previous_seq = e.hash, e.seq
-    return ar.CheckResult(
-        "hash-chain",
-        f"the audit trail's hash chain is intact ({len(snap.events)} events)",
-        ("R-AUD-01", "R-AUD-12"),
-        tuple(findings),
-    )
+    return findings
 
 
 def _differences(name: str, view: Any, expected: dict[str, Any]) -> list[str]:

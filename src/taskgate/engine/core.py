@@ -49,6 +49,25 @@ def session_from_env(environ: Mapping[str, str] | None = None) -> str:
     return ""
 
 
+# Set by the agent door in its child only (server/door.py, issue 14): the record of the
+# forwarded command, written inside the command's own first write transaction.
+DOOR_RECORD_VAR = "TASKGATE_DOOR_RECORD"
+
+
+def door_record_from_env() -> JSON | None:
+    """The agent door's record when this process is the door's child, else None."""
+    import json
+
+    raw = os.environ.get(DOOR_RECORD_VAR)
+    if not raw or os.environ.get("TASKGATE_AGENT") != "agent-door":
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 @dataclass
 class Engine:
     """Application services for one repository and one session."""
@@ -65,6 +84,8 @@ class Engine:
     progress: Callable[[str], None] | None = None
     # How agent worktrees' setup commands run confined (`taskgate run`, issue 21 / 14).
     setup_runner: Callable[..., object] | None = None
+    # The agent door's record of the command this process runs for an agent (issue 14).
+    door: JSON | None = field(default_factory=door_record_from_env)
     _store: Store | None = None
 
     @property
@@ -184,6 +205,7 @@ class Engine:
                 if closed:
                     snap = tx.snapshot(task) or snap
                 result = body(tx, snap)
+                self.attest(tx, task)
                 after = tx.snapshot(task, since=snap)
                 failpoints.hit("step:before-commit")
         except StoreCorrupt as exc:
@@ -196,6 +218,7 @@ class Engine:
                     self.step(task, lambda tx, snap: None, owner=owner)
             self.snapshot(task)  # a refused step changed nothing, but repairs stale views
             raise
+        self.committed()
         failpoints.hit("step:after-commit")
         if after is not None:
             self._refresh_views(after, force=True)
@@ -225,6 +248,16 @@ class Engine:
     def event(self, tx: Tx, task: str, kind: str, payload: JSON) -> None:
         """Append an audit event attributed to this session."""
         tx.append_event(task, kind, {"session": self.session_id, **payload}, self.now())
+
+    def attest(self, tx: Tx, task: str) -> None:
+        """In a command the agent door forwarded: its `agent-door` record, in this (the
+        command's first) write transaction, so no kill can leave the write without it."""
+        if self.door is not None:
+            self.event(tx, task, "agent-door", self.door)  # committed(): once per command
+
+    def committed(self) -> None:
+        """After a write transaction that `attest`ed committed: the record is in the store."""
+        self.door = None
 
     def touch(self, tx: Tx, snap: TaskSnapshot, **changes: object) -> TaskRow:
         """Compare-and-swap update of the task row (bumps seq, sets updated_at)."""

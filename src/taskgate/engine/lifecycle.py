@@ -407,8 +407,10 @@ def _claim(
                     **lease,
                 )
             tx.append_event(name, action, {"session": session, "fence": fence}, now)
+            engine.attest(tx, name)  # the agent door's record, when it forwarded this claim
     except Conflict as exc:
         raise ForeignTask(f"could not claim '{name}': {exc}", hint="run 'taskgate next'") from exc
+    engine.committed()
     failpoints.hit("claim:after-insert")
     if engine.owner_pid is not None:
         engine.fence = fence

@@ -13,7 +13,8 @@ What a session may write: the task directories (agent worktrees, task.md, report
 repository's git dir (commits in those worktrees need objects, their refs and worktree
 metadata). What it may not: the store and its snapshot, taskgate.toml, the hook and sandbox
 settings (.claude/, the user's ~/.claude/settings.json, Codex's config), the main branch's
-ref, git hooks and config, the governed marker, and the views (task.json, the audit trail,
+ref, git hooks and config, the governed marker, the agent door's registrations of who may
+speak for which session (`.taskgate/peers`), and the views (task.json, the audit trail,
 flags, agents' status.json). Other refs stay writable for commits in task worktrees; moving
 them is caught by taskgate's effect checks (layer 2), not prevented here. docs/security.md.
 
@@ -34,7 +35,8 @@ STORE_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal", "
 VIEWS = ("task.json", "audit-trail.json", "*.flag", "agents/*/status.json")
 MAIN_REFS = ("main", "master")
 GOVERNED_MARKER = "taskgate-governed"  # engine/workspace.py
-_DIRS = (".claude", "hooks", "info")  # protected directories: their contents are denied too
+PEERS = "peers"  # server/peers.py DIR
+_DIRS = (".claude", "hooks", "info", PEERS)  # protected directories: their contents are denied too
 
 
 def _abs(path: str) -> str:
@@ -46,6 +48,7 @@ def protected_paths(layout: Layout, *, home: str, main_branch: str = "main") -> 
     """Absolute paths (and globs) no agent may write, for this repository."""
     repo, common, state, tasks = layout.repo, layout.common_dir, layout.state_dir, layout.tasks_root
     paths = [os.path.join(state, name) for name in STORE_FILES]
+    paths.append(os.path.join(state, PEERS))  # who the agent door acts for (server/peers.py)
     paths += [os.path.join(repo, "taskgate.toml"), os.path.join(repo, ".claude")]
     paths += [os.path.join(tasks, "*", view) for view in VIEWS]
     branches = dict.fromkeys((main_branch, *MAIN_REFS))

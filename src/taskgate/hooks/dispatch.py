@@ -200,6 +200,13 @@ def _owned(engine: Engine) -> list[TaskRow]:
 
 def session_start(data: dict[str, Any]) -> dict[str, Any] | None:
     """Resume text for the session's task (R-LCK-20, R-CKP-18); export TASKGATE_SESSION."""
+    from taskgate.hooks import settings_check  # issue 14: the agent door, the hook settings
+
+    report, _ = settings_check.at_session_start(data)
+    return settings_check.with_report(_session_start(data), report)
+
+
+def _session_start(data: dict[str, Any]) -> dict[str, Any] | None:
     _export_session(data["session_id"])
     engine = _engine(data)
     if engine is None:

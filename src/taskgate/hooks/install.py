@@ -31,33 +31,23 @@ from typing import Any
 
 from taskgate.errors import UsageError
 from taskgate.fsutil import atomic_write
-from taskgate.hooks.dispatch import EVENTS, READ_ONLY
+from taskgate.hooks.dispatch import EVENTS
+
+# The entries' shape lives in hooks/entries.py (light: the SessionStart check uses it too).
+from taskgate.hooks.entries import MARKER as MARKER
+from taskgate.hooks.entries import SECRET_HEADER as SECRET_HEADER
+from taskgate.hooks.entries import TIMEOUT_S as TIMEOUT_S
+from taskgate.hooks.entries import command_group
+from taskgate.hooks.entries import hook_command as hook_command
+from taskgate.hooks.entries import is_ours as is_ours
 from taskgate.process import run
 
-MARKER = "# taskgate-hook"
-# Every tool but the read-only ones (issue 15): Edit, Write, Bash, Agent, MCP tools (mcp__...)
-# and any tool a later client adds. Claude Code reads a matcher with other characters than
-# letters, digits and `|` as an unanchored JavaScript regex, hence the anchors; read-only tools
-# still never start a process (docs/hooks.md).
-GUARDED = f"^(?!(?:{'|'.join(sorted(READ_ONLY))})$).+"
-# Which calls each event's entry sees; PostToolUse the same calls, for the effect check.
-MATCHERS: dict[str, str | None] = {
-    "SessionStart": None,
-    "UserPromptSubmit": None,
-    "PreToolUse": GUARDED,
-    "PostToolUse": GUARDED,
-    "Stop": None,
-    "SubagentStop": None,
-    "SessionEnd": None,
-}
-TIMEOUT_S = 30
 LAUNCHER = Path(__file__).with_name("launch.py")
 AUTOSTART = Path(__file__).resolve().parent.parent / "server" / "autostart.py"
 # Events answered over HTTP with --http; SessionStart (it starts the server) and
 # UserPromptSubmit (approvals come only through a channel the client itself spawns) are not.
 HTTP_EVENTS = ("PreToolUse", "PostToolUse", "Stop", "SubagentStop", "SessionEnd")
 HTTP_BLOCKING = ("PreToolUse", "PostToolUse")  # onFailure "block": a down server stops these
-SECRET_HEADER = "X-Taskgate-Hook-Secret"  # server/hookdoor.py reads it (case-insensitive)
 HTTP_TIMEOUT_S = 10
 
 
@@ -117,24 +107,6 @@ def default_program() -> str:
     return shlex.join([sys.executable, "-S", str(LAUNCHER)])
 
 
-def hook_command(program: str, event: str) -> str:
-    """The marked command for one event; PreToolUse fails closed if taskgate cannot start."""
-    # Claude Code treats exit 2 as "block"; any other failure would let the tool call run.
-    fail_closed = " || exit 2" if event == "PreToolUse" else ""
-    return f"{program} {event}{fail_closed} {MARKER}"
-
-
-def is_ours(hook: Any) -> bool:
-    """True for an entry taskgate installed (a marked command, or an HTTP entry that sends
-    taskgate's hook-secret header)."""
-    if not isinstance(hook, dict):
-        return False
-    if hook.get("type") == "http":
-        headers = hook.get("headers")
-        return isinstance(headers, dict) and SECRET_HEADER in headers
-    return MARKER in str(hook.get("command", ""))
-
-
 def autostart_command(target: HttpTarget) -> str:
     """The SessionStart command that starts `taskgate serve` when nothing answers its port."""
     argv = [sys.executable, "-S", str(AUTOSTART), "--repo", str(target.repo)]
@@ -183,14 +155,8 @@ def _save(path: Path, data: dict[str, Any]) -> None:
 
 
 def _group(event: str, command: str, http: HttpTarget | None = None) -> dict[str, Any]:
-    group: dict[str, Any] = {}
-    if MATCHERS[event] is not None:
-        group["matcher"] = MATCHERS[event]
-    entry: dict[str, Any] = {"type": "command", "command": command, "timeout": TIMEOUT_S}
-    if event == "PreToolUse":
-        # A hook that cannot start, times out or crashes blocks the call (Claude Code >= 2.1
-        # `onFailure`; `|| exit 2` covers clients that predate it, except for the timeout).
-        entry["onFailure"] = "block"
+    group = command_group(event, command)
+    entry = group["hooks"][0]
     if http is not None and event in HTTP_EVENTS:
         entry = http_entry(event, http)
     group["hooks"] = [entry]

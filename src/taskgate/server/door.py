@@ -12,6 +12,12 @@ the CLI's real parser, refuses by command identity (human-only commands with a r
 everything not on the agent allowlist), checks that the command targets this repository, runs
 it, and records an `agent-door` event on the task. Framing: 4-byte big-endian length + JSON,
 requests at most 64 KiB.
+
+Who asks is never taken from the request: the server proves it from the connection
+(`SO_PEERCRED` and the registrations of server/peers.py) and the child acts as that session;
+a request that claims another session, or that no registration vouches for, is refused and
+the refusal recorded (server/door_identity.py). The `agent-door` record is written inside the
+command's own first write transaction (Engine.attest), so no kill can separate the two.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ if TYPE_CHECKING:
 
     from taskgate.engine.workspace import Workspace
     from taskgate.protocol.violations import Violation
+    from taskgate.server.peers import Identity
 
 CHANNEL = "agent-door"
 MAX_REQUEST = 64 * 1024
@@ -120,7 +127,8 @@ def _inside(path: Path, roots: list[Path]) -> bool:
 
 
 def check_request(ws: Workspace, request: dict[str, Any]) -> tuple[list[str], Path, str]:
-    """(argv, cwd, session) of a well-formed request for this repository; ValueError if not."""
+    """(argv, cwd, claimed session) of a well-formed request for this repository; ValueError
+    if not. The session is only what the request claims: the door proves the real one."""
     argv, cwd, session = request.get("argv"), request.get("cwd"), request.get("session", "")
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv) or not argv:
         raise ValueError("argv must be a non-empty list of strings")
@@ -138,8 +146,8 @@ def check_request(ws: Workspace, request: dict[str, Any]) -> tuple[list[str], Pa
 
 
 def child_env(session: str) -> dict[str, str]:
-    """The child's environment: the server's, with the door's marker and the request's session
-    (the agent's own markers and session variables never pass)."""
+    """The child's environment: the server's, with the door's marker and the proven session
+    (the request's claim, the agent's own markers and session variables never pass)."""
     from taskgate.engine.core import SESSION_VARS
 
     env = {k: v for k, v in os.environ.items() if k not in SESSION_VARS}
@@ -152,16 +160,28 @@ def child_env(session: str) -> dict[str, str]:
     return env
 
 
-def handle(ws: Workspace, request: dict[str, Any]) -> dict[str, Any]:
-    """Run one request; the reply {stdout, stderr, exit}."""
+def handle(
+    ws: Workspace, request: dict[str, Any], identity: Identity | None = None, peer_pid: int = 0
+) -> dict[str, Any]:
+    """Run one request from the process `peer_pid`, whose registration is `identity` (None:
+    nobody vouches for it); the reply {stdout, stderr, exit}."""
     from taskgate import process
     from taskgate.errors import EXIT_INTERNAL, EXIT_USAGE
 
     try:
-        argv, cwd, session = check_request(ws, request)
+        argv, cwd, claimed = check_request(ws, request)
     except ValueError as exc:
         return {"stdout": "", "stderr": f"taskgate: agent door: {exc}\n", "exit": EXIT_USAGE}
-    job = json.dumps({"argv": argv, "common_dir": str(ws.common_dir.resolve())})
+    job = json.dumps(
+        {
+            "argv": argv,
+            "common_dir": str(ws.common_dir.resolve()),
+            "claimed": claimed,
+            "identity": identity.to_json() if identity is not None else None,
+            "peer": peer_pid,
+        }
+    )
+    session = identity.session if identity is not None else ""
     result = process.run(
         # -P: the cwd (the agent's worktree) never joins sys.path, so no file the agent wrote
         # there (json.py, taskgate/__init__.py) is imported outside the sandbox.
@@ -201,9 +221,12 @@ class Door:
             threading.Thread(target=self._one, args=(conn,), daemon=True).start()
 
     def _one(self, conn: socket.socket) -> None:
+        from taskgate.server import peers
+
         with conn:
+            peer = peers.peer(conn)  # as the kernel saw it at connect(): never the request
             try:
-                if not _same_user(conn):
+                if peer.uid != os.getuid():  # only this user's processes (the socket is 0600)
                     return
                 conn.settimeout(30)
                 request = recv_frame(conn, MAX_REQUEST)
@@ -211,9 +234,16 @@ class Door:
             except (OSError, ValueError) as exc:
                 _try_send(conn, {"stdout": "", "stderr": f"taskgate: agent door: {exc}\n",
                                  "exit": 2})  # fmt: skip
+                peer.close()
                 return
+            try:
+                identity = peers.prove(self.ws.state_dir, peer.pid)
+                if not peer.alive():  # gone, and its pid maybe reused: prove nothing
+                    identity = None
+            finally:
+                peer.close()
             with self._slots:
-                reply = handle(self.ws, request)
+                reply = handle(self.ws, request, identity, peer.pid)
             _try_send(conn, reply)
 
     def close(self) -> None:
@@ -227,13 +257,6 @@ class Door:
 def _try_send(conn: socket.socket, reply: dict[str, Any]) -> None:
     with contextlib.suppress(OSError):  # the client went away; what ran is in the store
         send_frame(conn, reply)
-
-
-def _same_user(conn: socket.socket) -> bool:
-    """SO_PEERCRED: only this user's processes (the socket is 0600 as well)."""
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return bool(uid == os.getuid())
 
 
 def _bind(path: Path) -> socket.socket:
@@ -271,12 +294,17 @@ def _bind(path: Path) -> socket.socket:
 
 
 def execute(job: dict[str, Any]) -> int:
-    """In the child: parse with the real parser, decide by command identity, run, record."""
+    """In the child: parse with the real parser, decide by command identity and by who asks,
+    run; the command's first write transaction carries the `agent-door` record."""
     from taskgate.cli import main as cli
+    from taskgate.engine.core import DOOR_RECORD_VAR
     from taskgate.engine.workspace import find_workspace
     from taskgate.errors import Refused, TaskgateError
+    from taskgate.server import door_identity
+    from taskgate.server.peers import Identity
 
     argv = [str(a) for a in job["argv"]]
+    identity = Identity.from_json(job.get("identity"))
     wants_json = "--json" in argv
     try:
         args = cli._parser().parse_args(argv)
@@ -294,16 +322,19 @@ def execute(job: dict[str, Any]) -> int:
                 f"refused at the agent door: {start} is another repository",
                 hint="the door serves only the repository of its server",
             )
+        claimed = str(job.get("claimed") or "")
+        door_identity.enforce(ws, args, argv, claimed, identity, int(job.get("peer") or 0))
         task = getattr(args, "task", None)
         if isinstance(task, str):
             _refuse_if_driven(ws, task)
     except TaskgateError as exc:
         cli._report(exc, wants_json)
         return exc.exit_code
-    code = cli.main(argv)
-    if code == 0 and isinstance(task, str):
-        _record(ws, task, argv, code)
-    return code
+    os.environ[DOOR_RECORD_VAR] = json.dumps(
+        {"channel": CHANNEL, "argv": argv, "peer": job.get("peer"),
+         "identity": identity.to_json() if identity is not None else None}
+    )  # fmt: skip
+    return cli.main(argv)
 
 
 def _refuse_if_driven(ws: Workspace, task: str) -> None:
@@ -326,26 +357,6 @@ def _refuse_if_driven(ws: Workspace, task: str) -> None:
         [Violation("R-TRN-07", "only the lease holder writes the task")],
         hint="end your reply with the result object your prompt describes: run records it",
     )
-
-
-def _record(ws: Workspace, task: str, argv: list[str], code: int) -> None:
-    """The `agent-door` event: which agent command came through the door, for which session."""
-    from taskgate.engine import views
-    from taskgate.engine.core import Engine, session_from_env
-
-    engine = Engine(ws, session_id=session_from_env())
-    try:
-        with engine.store.write() as tx:
-            if tx.snapshot(task) is None:
-                return
-            engine.event(tx, task, CHANNEL, {"channel": CHANNEL, "argv": argv, "exit": code})
-            after = tx.snapshot(task)
-        if after is not None:
-            views.render(ws, after)  # the audit trail view shows the event (audit: views)
-    except Exception as exc:  # the command itself succeeded; say so rather than fail it
-        print(f"taskgate: agent door: could not record the door event: {exc}", file=sys.stderr)
-    finally:
-        engine.close()
 
 
 if __name__ == "__main__":  # the door's child: `python -m taskgate.server.door` (never a shell)
