@@ -53,8 +53,13 @@ def door_events(repo: Repo) -> list[dict[str, object]]:
 
 
 def launch(
-    argv: list[str], env: dict[str, str], proven: str | None, *, kind: str = peers.CLIENT,
-    state_dir: Path, timeout: float = 120,
+    argv: list[str],
+    env: dict[str, str],
+    proven: str | None,
+    *,
+    kind: str = peers.CLIENT,
+    state_dir: Path,
+    timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
     """Run `argv` (a sandbox); unless `proven` is None, register its outermost process for the
     door the way the SessionStart hook (a client's session `proven`) or `taskgate run` (an
@@ -78,8 +83,13 @@ def launch(
 
 
 def confined(
-    repo: Repo, *args: str, cwd: Path | None = None, marker: bool = True, session: str = "s1",
-    proven: str | None = "s1", kind: str = peers.CLIENT,
+    repo: Repo,
+    *args: str,
+    cwd: Path | None = None,
+    marker: bool = True,
+    session: str = "s1",
+    proven: str | None = "s1",
+    kind: str = peers.CLIENT,
 ) -> Run:
     """`python -m taskgate ARGS` in a bwrap sandbox where the whole file system is read-only;
     `session` is what the command claims, `proven` the session registered for its sandbox

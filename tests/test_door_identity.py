@@ -303,3 +303,31 @@ def test_the_door_record_is_written_with_the_command_even_when_killed_after_comm
         records = door_events(repo)
         assert [r["argv"] for r in records] == ([["transition", TASK, "REQUIREMENTS"]] if moved
                                                 else [])  # fmt: skip
+
+
+def test_taskgate_run_registers_its_agents_for_the_door(tmp_path: Path) -> None:
+    """The production path: `invoke` (as `taskgate run` calls it) starts a command agent in
+    bubblewrap and registers it; from inside, the agent claims session s2 to move s2's task.
+    The door names it (agent of run on its own task), refuses, records; the registration is
+    gone once the agent has exited."""
+    from taskgate.agents.invoke import invoke
+    from test_sandbox import OTHER, make_arena
+
+    arena = make_arena(tmp_path / "a")
+    db = arena.ws.db_path
+    server = start_server(arena.repo.path, tmp_path / "st")
+    try:
+        before = state_fingerprint(db)
+        attack = f'$PY -P -m taskgate --session s2 transition {OTHER} CLASSIFIED --reason "mine"'
+        invoke(arena.request(attack))
+    finally:
+        server.stop()
+    code, out = arena.log()
+    assert code == 1 and "R-LCK-09" in out and "claims session 's2'" in out, out
+    assert f"agent '{arena.agent}' of taskgate run on '{TASK}'" in out
+    assert state_fingerprint(db) == before
+    [record] = refusals(arena.repo, OTHER)
+    proven = record["proven"]
+    assert isinstance(proven, dict)
+    assert (proven["kind"], proven["task"], proven["agent"]) == ("run", TASK, arena.agent)
+    assert os.listdir(peers.registry(arena.ws.state_dir)) == []
