@@ -193,8 +193,11 @@ def tree_digest_main(repo: Path) -> str:
     digest = hashlib.sha256()
     for item in sorted(repo.rglob("*")):
         rel = item.relative_to(repo)
-        if rel.parts[0] == ".git" or rel.parts[:2] == (".taskgate", "tasks"):
-            continue
+        if rel.parts[0] == ".git" or rel.parts[:2] in (
+            (".taskgate", "tasks"),
+            (".taskgate", "peers"),
+        ):
+            continue  # peers: run's own registration of the agent for the door (server/peers.py)
         digest.update(str(rel).encode())
         if item.is_file() and not item.is_symlink():
             digest.update(item.read_bytes())
