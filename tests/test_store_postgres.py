@@ -514,3 +514,31 @@ def test_store_url_in_taskgate_toml_selects_postgres(url: str, tmp_path: Path) -
     assert owner == ("s1",)
     bad = repo.run("status", env={"TASKGATE_DATABASE_URL": "sqlite:///x.db"})
     assert bad.code == 2 and "must be a postgresql:// URL" in bad.err
+
+
+def test_the_one_query_snapshot_equals_collect_row_by_row(store: PgStore, url: str) -> None:
+    """pg_hook.collect (one statement) gives exactly store/snapshot.py's collect (two queries
+    per held task): held, released, approved, revoked, with and without validations."""
+    from taskgate.store import pg_hook
+    from taskgate.store.pg_tx import QmarkConnection
+
+    _same_steps(store)  # t: held, plan approved, a validation by main
+    with store.write() as tx:
+        tx.insert_task(row("u", "s2"))
+        tx.update_task("u", 1, lock_released_at="2026-01-01T00:00:05Z")
+        tx.insert_task(row("v", "s3"))
+        tx.add_approval(
+            ApprovalRow("v", "plan", "h", "2026-01-01T00:00:02Z", "2026-01-01T00:00:03Z", "x")
+        )
+        tx.revoke_approvals("v", "plan", "2026-01-01T00:00:04Z", "re-entered SYNTHESIS")
+        tx.append_event("v", "validation", {"responsible": "agent"}, "2026-01-01T00:00:04Z")
+        tx.append_event("v", "validation", {"responsible": "main"}, "2026-01-01T00:00:05Z")
+        tx.append_event("v", "validation", {"responsible": "agent"}, "2026-01-01T00:00:06Z")
+    with psycopg.connect(url) as conn:
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        two = snapshot.collect(QmarkConnection(conn), json.loads)
+        one = pg_hook.collect(QmarkConnection(conn), json.loads)
+    assert one == two
+    assert [t.get("plan_approved") for t in one["tasks"]] == [True, None, False]
+    assert [t.get("main_may_fix") for t in one["tasks"]] == [True, None, False]
+    assert pg_hook.snapshot(url, json.loads) == two

@@ -78,6 +78,7 @@ COMMAND_MODULES = (
     "taskgate.cli.hook_cmds",
     "taskgate.cli.violation_cmds",
     "taskgate.cli.serve_cmds",
+    "taskgate.cli.store_cmds",
 )
 
 

@@ -23,7 +23,10 @@ With an embedded store (one machine) nothing here runs: the change checkpoint's 
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -78,9 +81,24 @@ def team_remote(engine: Engine) -> str | None:
     return name if name in ops.remotes(engine.ws.repo) else None
 
 
+@contextmanager
+def _network_lock(engine: Engine) -> Iterator[None]:
+    """One fetch or push at a time per clone: concurrent ones race on the same remote-tracking
+    refs ("cannot lock ref"). Not the repository lock: a slow remote must not hold up
+    worktree work, and the callers take that one after the network step."""
+    fd = os.open(engine.ws.common_dir / "taskgate-remote.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
 def _network(engine: Engine, remote: str, *args: str) -> Result:
     """A git command that talks to `remote`; a failure other than a rejection is exit 6."""
-    result = git(*args, cwd=engine.ws.repo, check=False, timeout=NETWORK_TIMEOUT_S)
+    with _network_lock(engine):
+        result = git(*args, cwd=engine.ws.repo, check=False, timeout=NETWORK_TIMEOUT_S)
     if result.ok or "rejected" in result.stdout + result.stderr:
         return result
     detail = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[-1]
@@ -105,7 +123,8 @@ def _remote_refs(engine: Engine, remote: str, refs: list[str]) -> dict[str, str]
 
 def _fetch(engine: Engine, remote: str, refspecs: list[str]) -> None:
     if refspecs:
-        _network(engine, remote, "fetch", "-q", "--no-tags", remote, *refspecs)
+        _network(engine, remote, "fetch", "-q", "--no-tags", "--no-write-fetch-head", remote,
+                 *refspecs)  # fmt: skip
 
 
 def _tracking(remote: str, branch: str) -> str:

@@ -124,6 +124,44 @@ class _Conn:
                 lib.PQclear(res)
 
 
+# store/snapshot.py's collect() as one statement: it asks two questions per held task, which
+# on a server is two round trips each (20,000 for 10,000 tasks, seconds per write); here the
+# server answers them all at once. Same rows, same dict (tested against collect()).
+_ONE_QUERY = (
+    "SELECT t.name, t.state, t.session_id, t.required_agents, t.lock_released_at, "
+    "CASE WHEN t.lock_released_at IS NULL THEN (SELECT COUNT(*) FROM approvals a "
+    "WHERE a.task = t.name AND a.kind = ? AND a.revoked_at IS NULL) END, "
+    "CASE WHEN t.lock_released_at IS NULL THEN (SELECT e.payload FROM events e "
+    "WHERE e.task = t.name AND e.kind = 'validation' ORDER BY e.seq DESC LIMIT 1) END "
+    "FROM tasks t ORDER BY t.name"
+)
+
+
+def collect(conn: Any, loads: Any) -> dict[str, Any]:
+    """The hook snapshot (store/snapshot.py's shape) from a PostgreSQL connection speaking `?`
+    placeholders (this module's _Conn, or postgres.QmarkConnection), in one query."""
+    from taskgate.store import snapshot as snap
+
+    tasks = []
+    for name, state, session, agents, released, approved, last in conn.execute(
+        _ONE_QUERY, (snap.APPROVAL_KIND,)
+    ).fetchall():
+        entry: dict[str, Any] = {
+            "name": str(name),
+            "state": str(state),
+            "agents": [str(a) for a in loads(agents)],
+            "session": None if released is not None or session is None else str(session),
+        }
+        if entry["session"] is not None:
+            payload = loads(last) if last else {}
+            entry["plan_approved"] = bool(approved)
+            entry["main_may_fix"] = isinstance(payload, dict) and (
+                payload.get("responsible") == "main"
+            )
+        tasks.append(entry)
+    return {"format": snap.FORMAT, "tasks": tasks}
+
+
 def snapshot(url: str, loads: Any, *, connect_timeout: int = 5) -> dict[str, Any] | None:
     """store/snapshot.py's data read in one REPEATABLE READ transaction, or None without
     libpq."""
@@ -140,11 +178,9 @@ def snapshot(url: str, loads: Any, *, connect_timeout: int = 5) -> dict[str, Any
             why = lib.PQerrorMessage(handle) if handle else b"out of memory"
             first = (why or b"").decode("utf-8", "replace").strip().splitlines()
             raise HookStoreError(first[0] if first else "connection failed")
-        from taskgate.store import snapshot as snap
-
         conn = _Conn(lib, handle)
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        return snap.collect(conn, loads)
+        return collect(conn, loads)
     finally:
         if handle:
             lib.PQfinish(handle)

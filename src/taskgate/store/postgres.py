@@ -27,7 +27,7 @@ which never contains a password.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,9 +40,10 @@ from psycopg.conninfo import conninfo_to_dict
 from taskgate import failpoints
 from taskgate.errors import EnvironmentFault, Locked, SchemaDamaged
 from taskgate.fsutil import atomic_write
-from taskgate.store import pg_schema, snapshot
+from taskgate.store import pg_hook, pg_schema, snapshot
 from taskgate.store.base import Store, StoreCorrupt, Tx
 from taskgate.store.pg_tx import TASK_COLUMNS, PgTx, QmarkConnection
+from taskgate.store.records import TaskSnapshot
 
 # pg_advisory_xact_lock key of the writer lock: "taskgate" in ASCII.
 WRITER_LOCK = 0x7461736B67617465
@@ -191,6 +192,48 @@ class PgStore(Store):
                 c.execute("ROLLBACK")
             raise
 
+    def migration_names(self) -> list[str]:
+        """The applied migrations' names, in order (`taskgate migrate`)."""
+        return [
+            str(r[0]) for r in self._live().execute("SELECT name FROM migrations ORDER BY name")
+        ]
+
+    def import_tables(
+        self,
+        tables: Sequence[tuple[str, list[str], list[tuple[Any, ...]]]],
+        identity: Mapping[str, str],
+        *,
+        expect: Mapping[str, TaskSnapshot | None],
+    ) -> dict[str, int]:
+        """Copy whole tables into this empty store in one write transaction (`taskgate migrate
+        --from-sqlite`); every task's snapshot must equal `expect` before the commit."""
+        from taskgate.store.migrate import refuse_not_empty
+
+        with self.write() as tx:
+            assert isinstance(tx, PgTx)
+            c = self._conn
+            counts = c.execute("SELECT (SELECT COUNT(*) FROM tasks), (SELECT COUNT(*) FROM events)")
+            tasks, events = counts.fetchone() or (0, 0)
+            if tasks or events:
+                raise refuse_not_empty(describe(self.url), int(tasks), int(events))
+            copied = {}
+            for table, columns, rows in tables:
+                names = ", ".join(columns)
+                marks = ", ".join(["%s"] * len(columns))
+                with c.cursor() as cur:
+                    cur.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
+                copied[table] = len(rows)
+            for table, column in identity.items():  # new rows continue after the copied ids
+                c.execute(
+                    f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "
+                    f"COALESCE((SELECT MAX({column}) FROM {table}), 0) + 1, false)"
+                )
+            for name, snap in expect.items():
+                if tx.snapshot(name) != snap:
+                    raise StoreCorrupt(f"task '{name}' differs after the copy; nothing was copied")
+            tx.touches_snapshot = True  # this machine's hook snapshot is rebuilt after the commit
+        return copied
+
     def schema_version(self) -> int:
         row = self._live().execute("SELECT COUNT(*) FROM migrations").fetchone()
         return int(row[0]) if row else 0
@@ -289,7 +332,7 @@ class PgStore(Store):
                 c.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
             except pgerrors.LockNotAvailable:
                 return "busy"
-            text = json.dumps(snapshot.collect(QmarkConnection(c), json.loads), sort_keys=True)
+            text = json.dumps(pg_hook.collect(QmarkConnection(c), json.loads), sort_keys=True)
             text += "\n"
             try:
                 current: str | None = self.snapshot_path.read_text(encoding="utf-8")
@@ -317,6 +360,6 @@ def read_hook_snapshot(url: str, *, connect_timeout: int = 5) -> dict[str, Any]:
             url, autocommit=True, connect_timeout=connect_timeout, application_name="taskgate-hook"
         ) as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            return snapshot.collect(QmarkConnection(conn), json.loads)
+            return pg_hook.collect(QmarkConnection(conn), json.loads)
     except psycopg.Error as exc:
         raise unreachable(url, exc) from None
