@@ -330,6 +330,48 @@ def test_hand_over_a_task_killed_mid_complete_to_another_machine(
     assert ("complete_restarted" in kinds) == (killed_at == "complete:after-squash")
     audit = beta.run("audit", "t1")
     assert audit.code == 0, audit.out + audit.err
+    beta.ok("cleanup", "t1", session="b1")  # the whole lifecycle ends on the other machine
+    assert state(beta, "t1") == "CLEANUP"
+
+
+def test_hand_over_mid_work_a_release_on_the_owners_machine_pushes_what_it_has(
+    team: tuple[Path, list[Machine], str],
+) -> None:
+    """alpha is in REQUIREMENTS with a report written and a commit made since its last
+    checkpoint; a person releases the task on alpha (which pushes T, T-A and the documents);
+    gamma picks it up with its worktrees, the report and the commit, and finishes it."""
+    remote, (alpha, _, gamma), url = team
+    alpha.ok("start", "t1", session="a1")
+    wt = alpha.worktree("t1")
+    alpha.ok("classify", "t1", session="a1", cwd=wt)
+    alpha.ok("transition", "t1", "REQUIREMENTS", session="a1", cwd=wt)
+    (alpha.task_dir("t1") / "t1-architect-requirements.md").write_text(REPORT)
+    commit_doc(alpha, "t1", "draft from alpha\n")
+    head = git(wt, "rev-parse", "HEAD")
+    alpha.ok("release", "t1", "--force", "--reason", "alpha goes home", session=None)
+    [(payload,)] = db(url, "SELECT payload FROM events WHERE task = 't1' AND kind = "
+                           "'force_release'")  # fmt: skip
+    shared = json.loads(payload)
+    assert shared["shared_to"] == "origin" and "refs/taskgate/docs/t1" in shared["shared"]
+    assert git(remote, "rev-parse", "t1") == head
+    assert gamma.ok("start", "t1", "--json", session="g1").json()["state"] == "REQUIREMENTS"
+    assert git(gamma.worktree("t1"), "rev-parse", "HEAD") == head
+    assert (gamma.task_dir("t1") / "t1-architect-requirements.md").read_text() == REPORT
+    agent_wt = gamma.task_dir("t1") / "agents" / "architect" / "code"
+    assert git(agent_wt, "rev-parse", "--abbrev-ref", "HEAD") == "t1-architect"
+    gamma.ok("agent", "set", "t1", "architect", "COMPLETE", session="g1")
+    gamma.ok("transition", "t1", "SYNTHESIS", session="g1", cwd=gamma.worktree("t1"))
+    task_md = gamma.task_dir("t1") / "task.md"
+    task_md.write_text(task_md.read_text() + PLAN)
+    gamma.ok("present", "t1", session="g1")
+    gamma.ok("approve", "t1", "plan", session=None)
+    commit_doc(gamma, "t1", "draft from alpha, finished on gamma\n")
+    gamma.ok("transition", "t1", "AWAITING_USER_APPROVAL", session="g1", cwd=gamma.worktree("t1"))
+    gamma.ok("present", "t1", session="g1")
+    gamma.ok("approve", "t1", "changes", session=None)
+    gamma.ok("complete", "t1", session="g1")
+    assert squashes(remote) == {"t1": 1}
+    assert git(remote, "show", "main:docs/t1.md") == "draft from alpha, finished on gamma"
 
 
 def test_a_dead_owner_on_this_host_is_taken_over_on_another_it_is_not(
