@@ -542,3 +542,20 @@ def test_the_one_query_snapshot_equals_collect_row_by_row(store: PgStore, url: s
     assert [t.get("plan_approved") for t in one["tasks"]] == [True, None, False]
     assert [t.get("main_may_fix") for t in one["tasks"]] == [True, None, False]
     assert pg_hook.snapshot(url, json.loads) == two
+
+
+def test_projections_and_events_after_equal_sqlite(store: PgStore, tmp_path: Path) -> None:
+    """PgTx's own task_heads / task_summaries / events_after (issue 18's fast paths) give what
+    SQLite gives for the same steps."""
+    lite_dir = tmp_path / "lite"
+    lite_dir.mkdir()
+    lite = SqliteStore(lite_dir / "state.db")
+    _same_steps(lite)
+    _same_steps(store)
+    with lite.read() as a, store.read() as b:
+        assert b.task_heads() == a.task_heads() and len(b.task_heads()) == 1
+        assert b.task_summaries() == a.task_summaries()
+        assert b.events_after("t", 1) == a.events_after("t", 1) and len(b.events_after("t", 1)) == 1
+        assert b.events_after("t", 0) == b.events("t") == a.events("t")
+        whole = b.snapshot("t")
+        assert whole is not None and b.snapshot("t", since=whole) == whole

@@ -22,6 +22,7 @@ from taskgate.store.records import (
     ApprovalRow,
     EventRow,
     PresentationRow,
+    TaskHead,
     TaskRow,
     TransitionRow,
     ValidationRow,
@@ -101,6 +102,20 @@ class PgTx(Tx):
             except (ValueError, TypeError) as exc:
                 raise StoreCorrupt(f"task row {r[0]!r} does not parse: {exc}") from exc
             out.append((r[0], r[1], r[2], r[3], r[4], agents, r[6]))
+        return out
+
+    def task_heads(self) -> list[TaskHead]:
+        cur = self._c.cursor(row_factory=tuple_row).execute(
+            "SELECT name, state, session_id, lock_released_at, pending, extra FROM tasks "
+            "ORDER BY name"
+        )
+        out: list[TaskHead] = []
+        for name, state, session, released, pending, extra in cur:
+            try:
+                extras = {} if extra == "{}" else json.loads(extra)
+                out.append(TaskHead(name, state, session, released, _load(pending), extras))
+            except (ValueError, TypeError) as exc:
+                raise StoreCorrupt(f"task row {name!r} does not parse: {exc}") from exc
         return out
 
     def insert_task(self, row: TaskRow) -> bool:
@@ -320,7 +335,12 @@ class PgTx(Tx):
         )  # fmt: skip
 
     def events(self, name: str) -> list[EventRow]:
-        rows = self._q("SELECT * FROM events WHERE task = %s ORDER BY seq", (name,))
+        return self.events_after(name, 0)
+
+    def events_after(self, name: str, seq: int) -> list[EventRow]:
+        rows = self._q(
+            "SELECT * FROM events WHERE task = %s AND seq > %s ORDER BY seq", (name, seq)
+        )
         result = []
         for r in rows:
             try:
