@@ -370,8 +370,8 @@ def check(repo: Path, seen: Seen, report: Report, *, fsck: bool) -> list[str]:
             found += [f"session {s} holds two unreleased locks" for (s,) in doubles]
             # PreToolUse decides from this file: a kill may leave none, never a stale one.
             shot = db.with_name(hook_snapshot.FILE_NAME)
-            if shot.exists() and json.loads(shot.read_text()) != hook_snapshot.collect(
-                conn, json.loads
+            if shot.exists() and shot.read_text() != hook_snapshot.render(
+                hook_snapshot.collect(conn, json.loads)
             ):
                 found.append("the hook snapshot differs from the store")
         finally:

@@ -480,6 +480,13 @@ def snapshot_file(repo: Repo) -> Path:
     return repo.path / ".taskgate" / "hook-snapshot.json"
 
 
+def on_disk(repo: Repo) -> dict[str, Any] | None:
+    """The snapshot file's content in collect()'s shape."""
+    from taskgate.store import snapshot
+
+    return snapshot.parse(snapshot_file(repo).read_text(), json.loads)
+
+
 def store_snapshot(repo: Repo) -> dict[str, Any]:
     """What the store says the snapshot should hold."""
     from taskgate.store import snapshot
@@ -492,17 +499,17 @@ def test_the_snapshot_follows_every_protocol_step(repo: Repo) -> None:
     """Written under the store's write lock by each step that changes what it holds, so the
     file always equals the store (never stale) and PreToolUse needs no SQLite."""
     to_synthesis(repo, TASK)
-    assert json.loads(snapshot_file(repo).read_text()) == store_snapshot(repo)
+    assert on_disk(repo) == store_snapshot(repo)
     [mine] = [t for t in store_snapshot(repo)["tasks"] if t["name"] == TASK]
     assert (mine["state"], mine["session"], mine["plan_approved"]) == ("SYNTHESIS", "s1", False)
     approve_plan(repo, TASK)
     repo.ok("transition", TASK, "IMPLEMENTATION")
-    [mine] = [t for t in json.loads(snapshot_file(repo).read_text())["tasks"] if t["name"] == TASK]
+    [mine] = [t for t in on_disk(repo)["tasks"] if t["name"] == TASK]  # type: ignore[index]
     assert (mine["state"], mine["plan_approved"]) == ("IMPLEMENTATION", True)
     assert mine["agents"] == list(agents_of(repo, TASK))
-    assert json.loads(snapshot_file(repo).read_text()) == store_snapshot(repo)
+    assert on_disk(repo) == store_snapshot(repo)
     repo.ok("release", TASK, "--force", "--reason", "handing over")
-    assert json.loads(snapshot_file(repo).read_text()) == store_snapshot(repo)
+    assert on_disk(repo) == store_snapshot(repo)
     [mine] = [t for t in store_snapshot(repo)["tasks"] if t["name"] == TASK]
     assert mine["session"] is None
 
@@ -524,16 +531,19 @@ def test_a_forged_snapshot_is_found_and_rebuilt_by_the_next_hook_event(impl: Rep
     store under the write lock, rebuilds it, reports it and records it in the audit trail."""
     main_edit = impl.worktree(TASK) / "src" / "app.py"
     assert write(impl, main_edit)[0] == "deny"
-    forged = json.loads(snapshot_file(impl).read_text())
+    forged = on_disk(impl)
+    assert forged is not None
     for t in forged["tasks"]:
         if t["name"] == TASK:
             t.update(state="VALIDATION", main_may_fix=True)
-    snapshot_file(impl).write_text(json.dumps(forged))
+    from taskgate.store import snapshot
+
+    snapshot_file(impl).write_text(snapshot.render(forged))
     assert write(impl, main_edit)[0] == "allow"  # the limit of a file-based fast path
     text = context(hook(impl, fixture("post_tool_use_write", impl)), "PostToolUse")
     assert "[R-LCK-09]" in text and "taskgate audit" in text
     assert write(impl, main_edit)[0] == "deny"
-    assert json.loads(snapshot_file(impl).read_text()) == store_snapshot(impl)
+    assert on_disk(impl) == store_snapshot(impl)
     with sqlite3.connect(impl.path / ".taskgate" / "state.db") as db:
         kinds = [r[0] for r in db.execute("SELECT kind FROM events WHERE task = ?", (TASK,))]
     assert "snapshot_mismatch" in kinds
@@ -612,13 +622,33 @@ def test_prompts_of_a_session_without_a_task_inject_nothing(shared: Repo) -> Non
 
 
 def test_post_tool_use_records_tool_usage(impl: Repo) -> None:
+    """Issue 18: appended without the engine (hooks/append.py), to the same hash chain that
+    `taskgate audit` verifies; the views are left for the next reader to re-render."""
     target = impl.worktree(TASK) / "notes.md"
     data = fixture("post_tool_use_write", impl, tool_input={"file_path": str(target)})
+    seq_before = impl.ok("status", TASK, "--json").json()["_seq"]
+    view_before = json.loads((impl.task_dir(TASK) / "task.json").read_text())["_seq"]
     assert hook(impl, data).code == 0
+    with sqlite3.connect(impl.path / ".taskgate" / "state.db") as db:
+        kind, payload = db.execute(
+            "SELECT kind, payload FROM events WHERE task = ? ORDER BY seq DESC LIMIT 1", (TASK,)
+        ).fetchone()
+        seq_after = db.execute("SELECT seq FROM tasks WHERE name = ?", (TASK,)).fetchone()[0]
+    assert (kind, json.loads(payload)) == (
+        "tool_usage",
+        {"session": "s1", "tool": "Write", "file_path": str(target), "agent": "main", "note": ""},
+    )
+    assert seq_after == seq_before + 1  # compare-and-swap on seq: the views are now stale
+    assert json.loads((impl.task_dir(TASK) / "task.json").read_text())["_seq"] == view_before
+    audit = impl.run("audit", TASK, "--json")
+    checks = {c["id"]: c for c in audit.json()["tasks"][0]["checks"]}
+    assert checks["hash-chain"]["passed"] and checks["views"]["passed"], checks
+    assert impl.ok("status", TASK).code == 0  # a reader re-renders the stale views
     trail = json.loads((impl.task_dir(TASK) / "audit-trail.json").read_text())
     assert {"tool": "Write", "file_path": str(target), "agent": "main", "note": ""}.items() <= (
         trail["tool_usage"][-1].items()
     )
+    assert trail["_seq"] == seq_after
 
 
 def test_post_tool_use_detects_and_repairs_an_edited_view(impl: Repo) -> None:
@@ -657,10 +687,15 @@ def test_post_tool_use_after_a_command_that_writes_nothing_skips_the_engine(impl
         out, modules = loaded(f"cd {impl.worktree(TASK)} && {quiet}")
         assert out == "" and "taskgate.engine.core" not in modules, quiet
     out, modules = loaded(f"cd {impl.worktree(TASK)} && echo x > notes.txt")
-    assert "taskgate.engine.core" in modules
+    assert out == "" and "taskgate.engine.core" not in modules  # recorded without it
+    impl.ok("status", TASK)  # the next reader renders the views the hook left stale
     trail = json.loads((impl.task_dir(TASK) / "audit-trail.json").read_text())["tool_usage"]
     assert len(trail) == len(before) + 1
     assert trail[-1]["file_path"] == str(impl.worktree(TASK) / "notes.txt")
+    out, modules = loaded(f"cd {impl.worktree(TASK)} && python3 gen.py > notes.txt")
+    assert "taskgate.engine.core" in modules  # runs code: the engine checks the views too
+    trail = json.loads((impl.task_dir(TASK) / "audit-trail.json").read_text())["tool_usage"]
+    assert len(trail) == len(before) + 2
 
 
 def test_stop_warns_when_a_lock_is_held_mid_phase(impl: Repo) -> None:

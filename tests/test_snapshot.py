@@ -31,7 +31,7 @@ def truth(store: SqliteStore) -> dict[str, object]:
 
 
 def on_disk(store: SqliteStore) -> dict[str, object] | None:
-    return snapshot.read(str(store.path.parent), json.loads)
+    return snapshot.parse(store.snapshot_path.read_text(), json.loads)
 
 
 @pytest.fixture
@@ -89,9 +89,7 @@ def test_a_rolled_back_write_keeps_the_file(store: SqliteStore) -> None:
         assert current is not None
         tx.update_task("t1", current.seq, state="CLASSIFIED")
         raise RuntimeError("refused")
-    assert (
-        store.snapshot_path.read_text() == before == json.dumps(truth(store), sort_keys=True) + "\n"
-    )
+    assert store.snapshot_path.read_text() == before == snapshot.render(truth(store))
 
 
 def test_refresh_finds_a_file_changed_outside_taskgate(store: SqliteStore) -> None:

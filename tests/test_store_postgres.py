@@ -110,7 +110,7 @@ def test_hash_chain_and_hook_snapshot_are_identical_to_sqlite(
     # The per-machine hook snapshot: written by the write itself, the same bytes as SQLite's.
     pg_file = (tmp_path / snapshot.FILE_NAME).read_text()
     assert pg_file == (lite_dir / snapshot.FILE_NAME).read_text()
-    entry = json.loads(pg_file)["tasks"][0]
+    entry = json.loads(pg_file.splitlines()[0])["held"][0]
     assert entry["plan_approved"] is True and entry["main_may_fix"] is True
     assert store.refresh_snapshot() == "unchanged"
     (tmp_path / snapshot.FILE_NAME).write_text('{"format": 1, "tasks": []}\n')
@@ -131,7 +131,8 @@ def test_a_write_that_touches_the_snapshot_drops_it_before_commit(store: PgStore
     with store.read() as tx:
         current = tx.task("t")
     assert current is not None and current.state == "INIT"  # rolled back
-    assert json.loads(store.snapshot_path.read_text())["tasks"][0]["state"] == "INIT"
+    on_disk = snapshot.parse(store.snapshot_path.read_text(), json.loads)
+    assert on_disk is not None and on_disk["tasks"][0]["state"] == "INIT"
 
 
 def test_update_conflict_on_the_partial_index_is_a_conflict(store: PgStore) -> None:
@@ -498,7 +499,7 @@ def test_the_hooks_libpq_read_equals_the_stores_snapshot(store: PgStore, url: st
     via_libpq = pg_hook.snapshot(url, json.loads)
     assert via_libpq is not None  # this machine has a libpq (the postgresql client)
     assert via_libpq == read_hook_snapshot(url)
-    assert via_libpq == json.loads(store.snapshot_path.read_text())
+    assert via_libpq == snapshot.parse(store.snapshot_path.read_text(), json.loads)
     with pytest.raises(pg_hook.HookStoreError):
         pg_hook.snapshot(url.replace("port=", "port=1"), json.loads)
 

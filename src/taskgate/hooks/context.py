@@ -12,7 +12,10 @@ from taskgate.hooks.policy import Actor, Layout, TaskView
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from typing import Any
+
+    from taskgate.store.snapshot import Index
 
 # The [workspace] tasks_root default of engine/config.py (tests/test_hooks_dispatch.py checks
 # that the two agree); taskgate.toml is parsed in full only when it sets tasks_root.
@@ -115,7 +118,7 @@ def load_actor(layout: Layout, session: str, agent: str) -> Actor:
 
         served = server_snapshot(layout.repo)
         if served is not None:
-            return actor_from(served, session, agent, orchestrated())
+            return actor_from(snapshot.Index.of(served), session, agent, orchestrated())
         raise StoreUnreadable(  # e.g. .taskgate/ deleted: still guarded (GOVERNED_MARKER)
             f"the taskgate store {db} is missing; restore .taskgate/ and taskgate.toml (the "
             f"repository stays guarded while .git/{GOVERNED_MARKER} exists)",
@@ -127,7 +130,7 @@ def load_actor(layout: Layout, session: str, agent: str) -> Actor:
     run_by = orchestrated()
     if found is not None:
         try:
-            return actor_from(found, session, agent, run_by)
+            return actor_from(found, session, agent, run_by, lambda: _from_store(db))
         except StoreUnreadable:
             pass  # the store has the last word on corruption
     return actor_from(_from_store(db), session, agent, run_by)
@@ -142,17 +145,90 @@ def orchestrated() -> tuple[str, str] | None:
     return (task, agent) if task and agent else None
 
 
+class Tasks(dict[str, tuple[str, ...]]):
+    """Every task in the store -> its agents, looked up one name at a time in the snapshot's
+    index (issue 18): a decision asks about the few tasks its paths and branches name, never
+    builds 10,000 entries. Iterating loads them all (the effect check's baseline does)."""
+
+    def __init__(self, index: Index, store: Callable[[], Index] | None = None) -> None:
+        super().__init__()
+        self._index = index
+        self._store = store  # where a damaged line of the snapshot file is read instead
+
+    def entry(self, name: str) -> dict[str, Any] | None:
+        """The task's snapshot entry, None when the store has no such task."""
+        try:
+            return self._index.task(name)
+        except (ValueError, UnicodeDecodeError):
+            if self._store is None:
+                raise StoreUnreadable(
+                    f"the hook snapshot's entry for task {name!r} does not parse", "R-LCK-08"
+                ) from None
+            self._index, self._store = self._store(), None  # the store has the last word
+            return self._index.task(name)
+
+    def _agents(self, name: str) -> tuple[str, ...] | None:
+        entry = self.entry(name)
+        return None if entry is None else tuple(entry["agents"])
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._agents(name) is not None
+
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        found = self._agents(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def get(self, name: str, default: Any = None) -> Any:
+        found = self._agents(name)
+        return default if found is None else found
+
+    def __bool__(self) -> bool:
+        return self._index.count > 0
+
+    def __len__(self) -> int:
+        return self._index.count
+
+    def _all(self) -> dict[str, tuple[str, ...]]:
+        try:
+            every = self._index.tasks()
+        except (ValueError, UnicodeDecodeError):
+            if self._store is None:
+                raise StoreUnreadable("the hook snapshot does not parse", "R-LCK-08") from None
+            self._index, self._store = self._store(), None
+            every = self._index.tasks()
+        return {t["name"]: tuple(t["agents"]) for t in every}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def items(self) -> Any:
+        return self._all().items()
+
+    def keys(self) -> Any:
+        return self._all().keys()
+
+    def values(self) -> Any:
+        return self._all().values()
+
+
 def actor_from(
-    snap: dict[str, Any], session: str, agent: str, run_by: tuple[str, str] | None = None
+    index: Index,
+    session: str,
+    agent: str,
+    run_by: tuple[str, str] | None = None,
+    store: Callable[[], Index] | None = None,
 ) -> Actor:
-    """The Actor a snapshot (store/snapshot.py's shape) describes for one session; a session
+    """The Actor a snapshot index (store/snapshot.py) describes for one session; a session
     holding no task that `taskgate run` started for one of a task's agents acts as that agent."""
     from taskgate.hooks.policy import STATES
 
-    tasks = {t["name"]: tuple(t["agents"]) for t in snap["tasks"]}
-    mine = [t for t in snap["tasks"] if session and t["session"] == session]
+    tasks = Tasks(index, store)
+    mine = [t for t in index.held if session and t["session"] == session]
     if not mine and run_by is not None and run_by[1] in tasks.get(run_by[0], ()):
-        mine = [t for t in snap["tasks"] if t["name"] == run_by[0]]
+        ran = tasks.entry(run_by[0])
+        mine = [ran] if ran is not None else []
         agent = run_by[1]
     if len(mine) > 1:
         names = ", ".join(t["name"] for t in mine)
@@ -171,14 +247,14 @@ def actor_from(
         view = TaskView(
             t["name"],
             t["state"],
-            tasks[t["name"]],
+            tuple(t["agents"]),
             plan_approved=t.get("plan_approved") is True,
             main_may_fix=t.get("main_may_fix") is True,
         )
     return Actor(view, agent, tasks)
 
 
-def _from_store(db: str) -> dict[str, Any]:
+def _from_store(db: str) -> Index:
     """The snapshot read from the store `db` through a read-only connection (no Engine)."""
     try:  # the C module alone: sqlite3's dbapi2 wrapper imports datetime (about 1 ms more)
         import _sqlite3 as sqlite3
@@ -193,7 +269,7 @@ def _from_store(db: str) -> dict[str, Any]:
         conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=10)
         try:
             conn.execute("BEGIN")  # one consistent read
-            return snapshot.collect(conn, loads)
+            return snapshot.Index.of(snapshot.collect(conn, loads))
         finally:
             conn.close()
     except (sqlite3.Error, ValueError, TypeError) as exc:

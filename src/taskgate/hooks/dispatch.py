@@ -355,6 +355,11 @@ def post_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
     found = after_tool(data)
     if analysis is not None and _writes_nothing(analysis):
         return _context_output("PostToolUse", found) if found else None
+    if not found:  # the usual case: recorded without the engine (hooks/append.py, issue 18)
+        from taskgate.hooks.append import record
+
+        if record(data, analysis) is not None:
+            return None
     from taskgate.hooks.record import record_tool_use
 
     def act(engine: Engine, task: str | None) -> str:

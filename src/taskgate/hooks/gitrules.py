@@ -238,9 +238,9 @@ def _task_of_branch(name: str, tasks: dict[str, tuple[str, ...]]) -> str:
     """The task owning branch `name` (T, or T-A for one of its agents, R-WTB-02)."""
     if name in tasks:
         return name
-    for task, agents in tasks.items():
-        if any(name == f"{task}-{agent}" for agent in agents):
-            return task
+    for at, char in enumerate(name):  # T-A: T ends at a '-' (one lookup each, issue 18)
+        if char == "-" and name[at + 1 :] in tasks.get(name[:at], ()):
+            return name[:at]
     return ""
 
 

@@ -13,7 +13,7 @@ from psycopg import errors as pgerrors
 from psycopg.rows import dict_row, tuple_row
 
 from taskgate.errors import SchemaDamaged
-from taskgate.store import snapshot
+from taskgate.store import canon, snapshot
 from taskgate.store.base import Conflict, StoreCorrupt, TaskSummary, Tx
 from taskgate.store.records import (
     GENESIS_HASH,
@@ -364,6 +364,6 @@ class PgTx(Tx):
         seq = self._q(
             "INSERT INTO events (task, at, kind, payload, prev_hash, hash) "
             "VALUES (%s, %s, %s, %s, %s, %s) RETURNING seq",
-            (name, at, kind, _dump(payload), prev, digest),
+            (name, at, kind, canon.compact(payload), prev, digest),
         ).fetchone()
         return EventRow(name, at, kind, payload, prev, digest, int(seq["seq"]) if seq else 0)

@@ -332,8 +332,7 @@ class PgStore(Store):
                 c.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
             except pgerrors.LockNotAvailable:
                 return "busy"
-            text = json.dumps(pg_hook.collect(QmarkConnection(c), json.loads), sort_keys=True)
-            text += "\n"
+            text = snapshot.render(pg_hook.collect(QmarkConnection(c), json.loads))
             try:
                 current: str | None = self.snapshot_path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+# One definition of the chain for the store, the audit and the hook process (issue 18).
+from taskgate.store.canon import GENESIS_HASH as GENESIS_HASH
+from taskgate.store.canon import event_hash as event_hash
+
 JSON = dict[str, Any]
-GENESIS_HASH = "0" * 64
 
 
 @dataclass(frozen=True)
@@ -176,14 +178,6 @@ class EventRow:
     prev_hash: str
     hash: str
     seq: int = 0
-
-
-def event_hash(prev_hash: str, task: str, at: str, kind: str, payload: JSON) -> str:
-    """SHA-256 over the previous hash and this event's canonical JSON."""
-    body = json.dumps([prev_hash, task, at, kind, payload], sort_keys=True, separators=(",", ":"))
-    import hashlib  # OpenSSL's load is paid only by writers (issue 18: not by every import)
-
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

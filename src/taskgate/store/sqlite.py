@@ -18,7 +18,7 @@ from typing import Any
 from taskgate import failpoints
 from taskgate.errors import SchemaDamaged, from_sqlite_error
 from taskgate.fsutil import atomic_write
-from taskgate.store import snapshot
+from taskgate.store import canon, snapshot
 from taskgate.store.base import Conflict, Store, StoreCorrupt, TaskSummary, Tx
 from taskgate.store.records import (
     GENESIS_HASH,
@@ -399,7 +399,7 @@ class SqliteTx(Tx):
         cur = self._c.execute(
             "INSERT INTO events (task, at, kind, payload, prev_hash, hash) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            (name, at, kind, _dump(payload), prev, digest),
+            (name, at, kind, canon.compact(payload), prev, digest),
         )
         return EventRow(name, at, kind, payload, prev, digest, int(cur.lastrowid or 0))
 
@@ -550,7 +550,7 @@ class SqliteStore(Store):
             if wait_s is not None:
                 c.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
         try:
-            text = json.dumps(snapshot.collect(c, json.loads), sort_keys=True) + "\n"
+            text = snapshot.render(snapshot.collect(c, json.loads))
             try:
                 current: str | None = self.snapshot_path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):

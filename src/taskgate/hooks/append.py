@@ -1,0 +1,163 @@
+"""PostToolUse's audit record without the engine (issue 18).
+
+What hooks/record.record_tool_use does through the engine (R-AUD-03: one `tool_usage` event
+per written file, the task row's seq moved so the views are known stale) and what dispatch's
+snapshot check does, in one write transaction of store/hook_tx.py: no engine, no views, no
+git layer, so an Edit costs the hook its interpreter, `_sqlite3` and one commit.
+
+The views are left stale on purpose: their `_seq` says so, and every reader re-renders a
+stale view before it uses one (Engine.snapshot; `taskgate audit` tells a lazily deferred
+render from an edited view, engine/audit.py). This path is taken only where the engine's
+would do nothing more, otherwise `record()` returns None and the caller takes the engine's:
+
+- the tool's writes are known (Edit, Write, MultiEdit, NotebookEdit; a Bash line the
+  analyser read completely that runs no code) and none lands in the store or a view, so the
+  engine's check for views edited behind taskgate's back has nothing new to find;
+- the effect check found nothing (dispatch calls this only then), so the engine step's
+  comparison before the step would find nothing either; the baseline is taken again after
+  the write exactly as the step's `after_step` does;
+- the store is this machine's SQLite, its schema current, its snapshot equal to it (a
+  difference is reported and recorded by the engine's path, R-LCK-09), the views not ahead
+  of it (StoreLost is the engine's to raise).
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from taskgate.hooks.policy import Layout
+    from taskgate.hooks.shell import Analysis
+
+WRITE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
+MAX_PATHS = 20  # hooks/record.py records at most this many paths per call
+
+
+def written(data: dict[str, Any], analysis: Analysis | None) -> list[str] | None:
+    """The paths the call wrote, as hooks/record.py computes them; None when unknown."""
+    tool = str(data.get("tool_name", ""))
+    tool_input = data.get("tool_input")
+    if not isinstance(tool_input, dict):
+        return None
+    if tool in WRITE_TOOLS:
+        raw = tool_input.get("notebook_path" if tool == "NotebookEdit" else "file_path")
+        return [os.path.normpath(os.path.join(str(data["cwd"]), str(raw)))] if raw else []
+    if analysis is None or not analysis.complete or analysis.runs_code or analysis.unbounded:
+        return None
+    if analysis.dir_writes or analysis.tree_writes or analysis.link_targets or analysis.budget:
+        return None
+    return sorted(analysis.writes)
+
+
+def workspace(cwd: str) -> Layout | None:
+    """The layout of the SQLite workspace containing `cwd`; None for PostgreSQL (the engine's
+    path). Raises LookupError when `cwd` is in no initialised workspace (nothing to record,
+    as the engine's path finds)."""
+    from taskgate.hooks.context import STATE_DIR, _tasks_root, discover
+    from taskgate.hooks.policy import Layout
+
+    found = discover(cwd)
+    if found is None:
+        raise LookupError(cwd)
+    common_dir, repo = found
+    if os.environ.get("TASKGATE_DATABASE_URL", "").strip():
+        return None
+    try:
+        with open(os.path.join(repo, "taskgate.toml"), encoding="utf-8") as handle:
+            if "[store]" in handle.read():
+                return None  # maybe a team's PostgreSQL (store/select.py decides)
+    except (OSError, UnicodeDecodeError):
+        pass
+    state_dir = os.path.join(repo, STATE_DIR)
+    if not os.path.isfile(os.path.join(state_dir, "state.db")):
+        raise LookupError(cwd)  # not initialised: Workspace.initialized is False
+    return Layout(repo, common_dir, state_dir, _tasks_root(repo))
+
+
+def record(data: dict[str, Any], analysis: Analysis | None) -> str | None:
+    """Record the call's writes for the session's task; "" when done (nothing to say), None
+    when the engine's path must do it."""
+    paths = written(data, analysis)
+    if paths is None:
+        return None
+    try:
+        layout = workspace(data["cwd"])
+    except LookupError:
+        return ""
+    if layout is None or _touches_store(paths, layout):
+        return None
+    from taskgate.store import hook_tx
+
+    session = str(data["session_id"])
+    try:
+        import _sqlite3
+
+        errors: tuple[type[Exception], ...] = (hook_tx.Unusable, _sqlite3.Error)
+    except ImportError:  # pragma: no cover - other interpreters
+        errors = (hook_tx.Unusable,)
+    try:
+        with hook_tx.HookTx(layout.state_dir) as tx:
+            tx.check_snapshot()
+            owned = tx.held_by(session)
+            if len(owned) != 1 or not paths:
+                return ""  # the engine's path records nothing either
+            name, state, seq = owned[0]
+            rendered = hook_tx.view_seq(os.path.join(layout.tasks_root, name))
+            if rendered is not None and rendered > seq:
+                return None  # the store lost steps: the engine's path says so (StoreLost)
+            agent = str(data.get("agent_type") or "main")
+            worktree = os.path.join(layout.tasks_root, name, "code")
+            recovery = (
+                state == "VALIDATION"
+                and agent == "main"
+                and any(p.startswith(worktree + os.sep) for p in paths)
+            )
+            at = hook_tx.now()
+            tool = str(data.get("tool_name", ""))
+            for path in paths[:MAX_PATHS]:
+                payload = {"tool": tool, "file_path": path, "agent": agent,
+                           "note": "recovery-fix" if recovery else ""}  # fmt: skip  # R-VAL-10
+                tx.append_event(name, "tool_usage", {"session": session, **payload}, at)
+            tx.touch(name, seq, at)
+            tx.commit()
+    except errors:
+        return None
+    _rebaseline(layout, session, name)
+    return ""
+
+
+def _touches_store(paths: list[str], layout: Layout) -> bool:
+    """A write into the store's directory or a task's views (the engine checks those)."""
+    from taskgate.hooks.policy import place
+
+    return any(
+        place(candidate, layout)[0] == "store"
+        for path in paths
+        for candidate in (path, os.path.realpath(path))
+    )
+
+
+def _rebaseline(layout: Layout, session: str, task: str) -> None:
+    """hooks/quarantine.after_step's work after a step: the session's baseline, when it has
+    one for this task, is taken again (the step's own writes are taskgate's)."""
+    from taskgate.hooks import effects
+    from taskgate.hooks.context import StoreUnreadable, load_actor
+
+    path = effects.baseline_path(layout.state_dir, session)
+    base = effects.load(path)
+    if base is None or base.get("task") != task:
+        return
+    try:
+        actor = load_actor(layout, session, "")
+    except StoreUnreadable:
+        return  # the hook denies everything now; the next good step baselines again
+    try:
+        if actor.task is None or actor.task.name != task:
+            effects.drop(path)
+        else:
+            effects.save(path, effects.take(layout, actor, session))
+    except OSError:
+        pass  # the next comparison takes a baseline again (quarantine.after_step)
