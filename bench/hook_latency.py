@@ -10,7 +10,12 @@ Also (issue 18): PreToolUse answered over HTTP by a warm `taskgate serve` (the e
 `taskgate hooks install --http` writes), p50 client-side, against the installed command hook,
 interleaved in the same run.
 
-Run: python bench/hook_latency.py [rounds] [--effects-only] [--http-only]
+Also (issue 18): the engine-path command hooks (PostToolUse after an Edit, UserPromptSubmit,
+SessionStart) in their usual and their engine cases (--engine-only), and the command hooks with
+N more tasks in the store (--scale N).
+
+Run: python bench/hook_latency.py [rounds] [--effects-only] [--http-only] [--engine-only]
+     [--scale N]
 """
 
 from __future__ import annotations
@@ -101,6 +106,9 @@ def main() -> int:
     if "--engine-only" in sys.argv:  # just the issue 18 engine-path rows
         engine_hooks(rounds)
         return 0
+    if "--scale" in sys.argv:  # the command hooks with N more tasks stored (issue 18)
+        scale_rows(rounds, int(sys.argv[sys.argv.index("--scale") + 1]))
+        return 0
     repo = scratch_repo(TODO)
     tg(repo, "start", "task-0", check=True)
     for i in range(1, TASKS):  # one lock per session (R-LCK-19): 49 other sessions
@@ -183,6 +191,7 @@ def main() -> int:
     effect_check(rounds)
     http_rows(max(rounds, 50))
     engine_hooks(rounds)
+    scale_rows(rounds, 10000)
     return 0
 
 
@@ -199,13 +208,22 @@ def engine_hooks(rounds: int) -> None:
     edit = {"tool_name": "Edit", "tool_use_id": "t1", "tool_response": {},
             "tool_input": {"file_path": str(worktree / "src" / "m0.py"),
                            "old_string": "a", "new_string": "b"}}  # fmt: skip
+    fresh = {**base, "session_id": "fresh"}
     cases = {
-        "PostToolUse after an Edit": ("PostToolUse", {**base, **edit}),
-        "UserPromptSubmit 'what is the status?'": (
+        "PostToolUse after an Edit (recorded, no engine)": ("PostToolUse", {**base, **edit}),
+        "UserPromptSubmit, session holding no task": (
+            "UserPromptSubmit",
+            {**fresh, "prompt": "what is the status?"},
+        ),
+        "UserPromptSubmit, holding a task (engine: recorded)": (
             "UserPromptSubmit",
             {**base, "prompt": "what is the status?"},
         ),
-        "SessionStart (startup)": ("SessionStart", {**base, "source": "startup"}),
+        "SessionStart (startup, new session)": ("SessionStart", {**fresh, "source": "startup"}),
+        "SessionStart (resume, holding a task: engine)": (
+            "SessionStart",
+            {**base, "source": "resume"},
+        ),
     }
     rows: dict[str, list[float]] = {"python3 -c pass": []}
     rows.update({name: [] for name in cases})
@@ -231,7 +249,8 @@ def engine_hooks(rounds: int) -> None:
         selfs.append(int(out.split(":", 1)[1].split("|")[0]))
     own = statistics.median(selfs) / 1000
     print(f"import of taskgate.protocol.messages, self time: {own:.1f} ms")
-    print(f"engine-path command hooks (issue 18), {rounds} rounds, {launcher}")
+    print(f"engine-path command hooks (issue 18), {rounds} rounds, {_load()}")
+    print(f"hook program: {launcher}")
     print(f"{'case':52} {'median ms':>10} {'/ python':>9}")
     for name, values in rows.items():
         median = statistics.median(values)
@@ -422,24 +441,69 @@ def effect_check(rounds: int) -> None:
 
 
 def snapshot_scaling() -> None:
-    """What the snapshot costs the hook as tasks accumulate: size and in-process parse time."""
-    from taskgate.hooks.jsonio import loads
+    """What the snapshot costs the hook as tasks accumulate: size, and the in-process time
+    of what a decision reads (the file's first line, and one lookup of another task)."""
+    import tempfile
 
-    print("snapshot size and parse time by task count (in-process, median of 20)")
+    from taskgate.hooks.jsonio import loads
+    from taskgate.store import snapshot
+
+    print("snapshot size and read time by task count (in-process, median of 20)")
     for count in (50, 1000, 10000):
         tasks = [
             {"name": f"task-{i}", "state": "CLEANUP", "session": None,
              "agents": ["architect", "quality", "security"]}
             for i in range(count)
         ]  # fmt: skip
-        text = json.dumps({"format": 1, "tasks": tasks}, sort_keys=True)
+        tasks[0].update(session="bench", plan_approved=True, main_may_fix=False)
+        text = snapshot.render({"format": snapshot.FORMAT, "tasks": tasks})
+        state = tempfile.mkdtemp(prefix="taskgate-bench-snap-")
+        Path(state, snapshot.FILE_NAME).write_text(text)
         times = []
         for _ in range(20):
+            snapshot._PARSED.clear()  # a hook process parses it afresh
             start = time.perf_counter()
-            loads(text)
+            index = snapshot.read(state, loads)
+            assert index is not None and index.task(f"task-{count - 1}") is not None
             times.append(time.perf_counter() - start)
         median = statistics.median(times) * 1000
         print(f"  {count:6} tasks {len(text) // 1024:6} KiB {median:8.2f} ms")
+
+
+def scale_rows(rounds: int, more: int) -> None:
+    """The command hooks with `more` tasks stored besides the 50 (issue 18: the PreToolUse
+    target at 10,000 tasks), interleaved with `python3 -c pass`."""
+    repo = scratch_repo(TODO)
+    tg(repo, "start", "task-0", check=True)
+    _store_tasks(repo, more)
+    tg(repo, "status", "task-0", check=True)  # a write happened: the snapshot is rewritten
+    cases = {f"PreToolUse {name}": ("PreToolUse", body) for name, body in inputs(repo).items()}
+    edit = json.loads(cases["PreToolUse Edit in the task worktree (snapshot read)"][1])
+    cases["PostToolUse after that Edit (recorded, no engine)"] = (
+        "PostToolUse", json.dumps({**edit, "hook_event_name": "PostToolUse", "tool_response": {}})
+    )  # fmt: skip
+    fresh = {**edit, "session_id": "fresh", "hook_event_name": "SessionStart", "source": "startup"}
+    cases["SessionStart (startup, new session)"] = ("SessionStart", json.dumps(fresh))
+    rows: dict[str, list[float]] = {"python3 -c pass": []}
+    rows.update({name: [] for name in cases})
+    for _ in range(rounds):
+        rows["python3 -c pass"].append(timed([sys.executable, "-c", "pass"], repo, ""))
+        for name, (event, body) in cases.items():
+            rows[name].append(timed(installed_command(event), repo, body))
+    floor = statistics.median(rows["python3 -c pass"])
+    print(f"command hooks with {TASKS + more} tasks in the store (hook snapshot "
+          f"{_snapshot_kib(repo)} KiB), {rounds} rounds, {_load()}")  # fmt: skip
+    print(f"{'case':60} {'median ms':>10} {'/ python':>9}")
+    for name, values in rows.items():
+        median = statistics.median(values)
+        print(f"{name:60} {median * 1000:10.1f} {median / floor:9.2f}")
+
+
+def _load() -> str:
+    import os
+
+    one, five, _ = os.getloadavg()
+    return f"{os.cpu_count()} CPUs, load average {one:.1f} (5 min {five:.1f})"
 
 
 if __name__ == "__main__":

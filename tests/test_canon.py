@@ -8,6 +8,7 @@ import hashlib
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -53,3 +54,12 @@ def test_what_json_refuses_is_refused() -> None:
         except TypeError:
             continue
         raise AssertionError(f"{bad!r} was encoded")
+
+
+def test_a_failed_encode_leaves_no_false_circular_reference() -> None:
+    """The C encoder is built once; a failure mid-way must not poison the next encode."""
+    inner: dict[str, Any] = {"x": [1, {"y": object()}]}
+    with pytest.raises(TypeError):
+        canon.compact({"a": inner})
+    inner["x"][1]["y"] = 2
+    assert canon.compact({"a": inner}) == '{"a":{"x":[1,{"y":2}]}}'

@@ -622,7 +622,7 @@ def test_prompts_of_a_session_without_a_task_inject_nothing(shared: Repo) -> Non
 
 
 def test_post_tool_use_records_tool_usage(impl: Repo) -> None:
-    """Issue 18: appended without the engine (hooks/append.py), to the same hash chain that
+    """Issue 18: appended without the engine (hooks/quick.py), to the same hash chain that
     `taskgate audit` verifies; the views are left for the next reader to re-render."""
     target = impl.worktree(TASK) / "notes.md"
     data = fixture("post_tool_use_write", impl, tool_input={"file_path": str(target)})
@@ -765,6 +765,35 @@ def test_the_hook_process_loads_no_heavy_module(shared: Repo) -> None:
         loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
         assert "taskgate.hooks.dispatch" in loaded
         assert not heavy & loaded, sorted(heavy & loaded)
+
+
+def test_the_engine_path_events_load_no_heavy_module_in_their_usual_case(impl: Repo) -> None:
+    """Issue 18: PostToolUse after an Edit (the tool usage recorded), SessionStart of a new
+    session and a prompt of a session holding no task answer without the engine, and without
+    what the PreToolUse path avoids (sqlite3's wrapper, json, re, typing, hashlib...)."""
+    heavy = {"re", "json", "sqlite3", "argparse", "typing", "dataclasses", "enum", "site",
+             "ast", "subprocess", "hashlib", "contextlib", "taskgate.engine.core",
+             "taskgate.store.records", "datetime", "shlex"}  # fmt: skip
+    target = impl.worktree(TASK) / "notes.md"
+    cases = [
+        fixture("post_tool_use_write", impl, tool_input={"file_path": str(target)}),
+        fixture("session_start", impl, session_id="fresh-session", source="startup"),
+        fixture("user_prompt_submit", impl, session_id="fresh-session"),
+    ]
+    argv = shlex.split(default_program())
+    for data in cases:
+        proc = subprocess.run(
+            [argv[0], "-X", "importtime", *argv[1:], data["hook_event_name"]],
+            cwd=impl.path, input=json.dumps(data), capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+        assert "taskgate.hooks.quick" in loaded, data["hook_event_name"]
+        assert not heavy & loaded, (data["hook_event_name"], sorted(heavy & loaded))
+    with sqlite3.connect(impl.path / ".taskgate" / "state.db") as db:
+        query = "SELECT payload FROM events WHERE task = ? AND kind = 'tool_usage'"
+        paths = [json.loads(p)["file_path"] for (p,) in db.execute(query, (TASK,))]
+    assert paths == [str(target)]
+    assert "No active tasks" in context(hook(impl, cases[1]), "SessionStart")
 
 
 def test_hook_help_lists_the_events(shared: Repo) -> None:

@@ -148,3 +148,78 @@ def test_a_crash_leaves_the_latest_snapshot_or_none(
     assert t1["state"] == ("CLASSIFIED" if committed else "INIT")
     assert store.refresh_snapshot() == "written"
     assert on_disk(store) == truth(store)
+
+
+def _per_task(conn: sqlite3.Connection) -> dict[str, object]:
+    """collect() as it was before issue 18: two queries per held task (the reference)."""
+    tasks = []
+    rows = conn.execute(
+        "SELECT name, state, session_id, required_agents, lock_released_at FROM tasks ORDER BY name"
+    ).fetchall()
+    for name, state, session, agents, released in rows:
+        entry: dict[str, object] = {"name": name, "state": state, "agents": json.loads(agents)}
+        entry["session"] = None if released is not None else session
+        if entry["session"] is not None:
+            approved = conn.execute(
+                "SELECT COUNT(*) FROM approvals WHERE task = ? AND kind = 'plan' "
+                "AND revoked_at IS NULL",
+                (name,),
+            ).fetchone()[0]
+            last = conn.execute(
+                "SELECT payload FROM events WHERE task = ? AND kind = 'validation' "
+                "ORDER BY seq DESC LIMIT 1",
+                (name,),
+            ).fetchone()
+            payload = json.loads(last[0]) if last else {}
+            entry["plan_approved"] = bool(approved)
+            entry["main_may_fix"] = payload.get("responsible") == "main"
+        tasks.append(entry)
+    return {"format": snapshot.FORMAT, "tasks": tasks}
+
+
+def test_the_set_based_collect_equals_the_per_task_one(tmp_path: Path) -> None:
+    s = SqliteStore(tmp_path / "state.db")
+    with s.write() as tx:
+        for i in range(12):
+            tx.insert_task(row(f"t{i:02d}", f"s{i}"))
+        for i in range(0, 12, 2):
+            tx.add_approval(ApprovalRow(f"t{i:02d}", "plan", "p", AT, AT, "human-prompt", "h"))
+        tx.add_approval(ApprovalRow("t01", "changes", "c", AT, AT, "human-prompt", "h"))
+        assert tx.revoke_approvals("t04", "plan", AT, "changed") == 1
+        for i in range(0, 12, 3):
+            tx.append_event(f"t{i:02d}", "validation", {"responsible": "other"}, AT)
+            tx.append_event(f"t{i:02d}", "tool_usage", {"tool": "Edit"}, AT)
+            tx.append_event(f"t{i:02d}", "validation", {"responsible": "main"}, AT)
+        tx.append_event("t05", "validation", {"responsible": "main"}, AT)
+        for i in (5, 6):
+            current = tx.task(f"t{i:02d}")
+            assert current is not None
+            tx.update_task(f"t{i:02d}", current.seq, lock_released_at=AT)
+    with sqlite3.connect(s.path) as conn:
+        assert snapshot.collect(conn, json.loads) == _per_task(conn)
+        # The hook's check builds the same text with SQLite concatenating the lines.
+        assert snapshot.file_text(conn, json.loads) == s.snapshot_path.read_text()
+    assert on_disk(s) == truth(s)
+
+
+def test_the_index_reads_what_a_decision_asks_for(store: SqliteStore) -> None:
+    """The first line names the held tasks; any other task is one lookup in the bytes; a
+    damaged line is an error the hook answers from the store (hooks/context.Tasks)."""
+    with store.write() as tx:
+        current = tx.task("t2")
+        assert current is not None
+        tx.update_task("t2", current.seq, lock_released_at=AT, required_agents=("qa", "dev"))
+        tx.insert_task(row("t3", "s3"))
+    index = snapshot.read(str(store.path.parent), json.loads)
+    assert index is not None and index.count == 3
+    assert [t["name"] for t in index.held] == ["t1", "t3"]
+    assert index.task("t2") == {"name": "t2", "state": "INIT", "agents": ["qa", "dev"],
+                                "session": None}  # fmt: skip
+    assert index.task("t") is None and index.task("t2\tx") is None
+    assert {"format": snapshot.FORMAT, "tasks": index.tasks()} == truth(store)
+    text = store.snapshot_path.read_text().replace('["qa","dev"]', "[qa")
+    store.snapshot_path.write_text(text)
+    damaged = snapshot.read(str(store.path.parent), json.loads)
+    assert damaged is not None and damaged.task("t1") is not None  # held: the first line
+    with pytest.raises(ValueError):
+        damaged.task("t2")

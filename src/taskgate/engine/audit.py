@@ -273,7 +273,7 @@ def chain_findings(name: str, events: Sequence[EventRow]) -> list[ar.Finding]:
     return findings
 
 
-# What appending events without rendering (the PostToolUse hook, issue 18: hooks/append.py)
+# What appending events without rendering (the PostToolUse hook, issue 18: hooks/quick.py)
 # changes in each view: a view behind the store that differs only there (tool_usage: the
 # view's entries are the first of the store's) is rendered lazily, by the next command that
 # reads the task, not edited. Any other difference is still reported.

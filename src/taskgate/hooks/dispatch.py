@@ -208,6 +208,19 @@ def session_start(data: dict[str, Any]) -> dict[str, Any] | None:
 
 def _session_start(data: dict[str, Any]) -> dict[str, Any] | None:
     _export_session(data["session_id"])
+    notes: list[str] = []  # lines before the session's state: checks of the session's setup
+    state = _session_state(data)
+    lines = [*notes, state] if state else notes
+    return _context_output("SessionStart", "\n".join(lines)) if lines else None
+
+
+def _session_state(data: dict[str, Any]) -> str | None:
+    """The session's task and what to do next; None outside a taskgate workspace."""
+    from taskgate.hooks.quick import session_start as quick
+
+    text = quick(data)  # a session holding no task: no engine (issue 18)
+    if text is not None:
+        return text or None
     engine = _engine(data)
     if engine is None:
         return None
@@ -215,7 +228,9 @@ def _session_start(data: dict[str, Any]) -> dict[str, Any] | None:
         owned = _owned(engine)
         warning = _verify_snapshot(engine, owned[0].name if len(owned) == 1 else None)
         if not owned:
-            text = "No active tasks for current session (taskgate todo lists the tasks)"
+            from taskgate.hooks.quick import NO_TASK
+
+            text = NO_TASK
         elif len(owned) > 1:
             names = ", ".join(r.name for r in owned)
             text = (
@@ -226,7 +241,7 @@ def _session_start(data: dict[str, Any]) -> dict[str, Any] | None:
             text = _resume_text(engine, owned[0].name)
     finally:
         engine.close()
-    return _context_output("SessionStart", f"{warning}\n{text}" if warning else text)
+    return f"{warning}\n{text}" if warning else text
 
 
 def _verify_snapshot(engine: Engine, task: str | None) -> str:
@@ -261,17 +276,26 @@ def _resume_text(engine: Engine, task: str) -> str:
 
 def _export_session(session: str) -> None:
     # The documented way for SessionStart to give later Bash commands an environment variable.
-    import shlex
-
     env_file = os.environ.get("CLAUDE_ENV_FILE")
     if env_file and session.isprintable():
         with open(env_file, "a", encoding="utf-8") as handle:
-            handle.write(f"export TASKGATE_SESSION={shlex.quote(session)}\n")
+            handle.write(f"export TASKGATE_SESSION={_shell_quote(session)}\n")
+
+
+_SHELL_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
+
+
+def _shell_quote(text: str) -> str:
+    """shlex.quote without shlex (it imports `re`): the same output (tests compare them)."""
+    if not text:
+        return "''"
+    if all(c in _SHELL_SAFE for c in text):
+        return text
+    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def user_prompt_submit(data: dict[str, Any]) -> dict[str, Any] | None:
     """The person's own words: approvals and change requests at a checkpoint, else interruptions."""
-    from taskgate.hooks.record import handle_prompt
 
     prompt = data.get("prompt")
     if not isinstance(prompt, str):
@@ -286,6 +310,12 @@ def user_prompt_submit(data: dict[str, Any]) -> dict[str, Any] | None:
             "(their own prompt, terminal or the dashboard)"
         )
         return _context_output("UserPromptSubmit", note)
+    from taskgate.hooks.quick import holds_no_task
+
+    if holds_no_task(data):
+        return None  # nothing to record: answered without the engine (issue 18)
+    from taskgate.hooks.record import handle_prompt
+
     text = _on_owned_task(data, lambda engine, task: handle_prompt(engine, task, prompt))
     return _context_output("UserPromptSubmit", text) if text is not None else None
 
@@ -334,10 +364,20 @@ def client_generated(prompt: str) -> bool:
     `<task-notification>`, a slash command's `<command-name>` / `<local-command-stdout>`, a
     `<system-reminder>` and the like all open with a tag that they close; the person's own
     words do not (verified with 2.1.332: tests/realclients)."""
-    import re
+    # `\s*<([a-z][a-z0-9_-]*)(?:\s[^>]*)?>` by hand: `re` costs the hook about 5 ms.
+    text = prompt.lstrip()
+    if len(text) < 2 or text[0] != "<" or text[1] not in _LOWER:
+        return False
+    end = 2
+    while end < len(text) and text[end] in _TAG_CHARS:
+        end += 1
+    name, rest = text[1:end], text[end:]
+    opened = rest.startswith(">") or (rest[:1].isspace() and ">" in rest)
+    return opened and f"</{name}>" in prompt
 
-    found = re.match(r"\s*<([a-z][a-z0-9_-]*)(?:\s[^>]*)?>", prompt)
-    return found is not None and f"</{found.group(1)}>" in prompt
+
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
+_TAG_CHARS = _LOWER | frozenset("0123456789_-")
 
 
 def post_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -355,8 +395,8 @@ def post_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
     found = after_tool(data)
     if analysis is not None and _writes_nothing(analysis):
         return _context_output("PostToolUse", found) if found else None
-    if not found:  # the usual case: recorded without the engine (hooks/append.py, issue 18)
-        from taskgate.hooks.append import record
+    if not found:  # the usual case: recorded without the engine (hooks/quick.py, issue 18)
+        from taskgate.hooks.quick import record
 
         if record(data, analysis) is not None:
             return None

@@ -13,4 +13,10 @@ import sys
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from taskgate.hooks.dispatch import run_hook  # noqa: E402  (needs the path set above)
 
-sys.exit(run_hook(sys.argv[1:]))
+HOOK_PROCESS = True  # store/hook_tx.py leaves its store connection open: see _linger there
+code = run_hook(sys.argv[1:])
+# Everything is written and committed: end without the interpreter's teardown (it would
+# close the store connection, checkpointing the database: issue 18).
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(code)

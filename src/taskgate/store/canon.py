@@ -1,7 +1,7 @@
 """Canonical JSON and the audit trail's event hash: one definition for every writer (issue 18).
 
 The store (store/sqlite.py, store/pg_tx.py), the audit's verification (engine/audit.py) and
-the hook process that appends events without the engine (hooks/append.py) all encode and
+the hook process that appends events without the engine (hooks/quick.py) all encode and
 hash through this module, so the chain a hook appends is the chain `taskgate audit` checks.
 
 It imports only C modules at their first use: the hook process must not pay for the `json`
@@ -37,16 +37,26 @@ def _encoder(key_separator: str, item_separator: str) -> Callable[[Any], str]:
 
         return slow
 
-    def encode(value: Any) -> str:
-        if isinstance(value, str):
-            return str(encode_basestring_ascii(value))
-        # As JSONEncoder.iterencode builds it for a one-shot encode without indent: circular
-        # check on, NaN allowed (payloads never hold one), keys sorted, none skipped.
-        scan = make_encoder(
+    # As JSONEncoder.iterencode builds it for a one-shot encode without indent: circular
+    # check on, NaN allowed (payloads never hold one), keys sorted, none skipped. Built once;
+    # an encode that fails may leave its containers in the circular-check markers, so the
+    # encoder is built again after a failure.
+    def build() -> Any:
+        return make_encoder(
             {}, _not_json, encode_basestring_ascii, None, key_separator, item_separator,
             True, False, True,
         )  # fmt: skip
-        return "".join(scan(value, 0))
+
+    scan = [build()]
+
+    def encode(value: Any) -> str:
+        if isinstance(value, str):
+            return str(encode_basestring_ascii(value))
+        try:
+            return "".join(scan[0](value, 0))
+        except BaseException:
+            scan[0] = build()
+            raise
 
     return encode
 

@@ -12,9 +12,9 @@ same guarantees as `SqliteStore.write`:
   verifies with), its payload stored as `canon.compact` text, like `SqliteTx.append_event`;
 - the task row moved by compare-and-swap on `seq` (`SqliteTx.update_task`), so the views'
   `_seq` marks them stale and the next reader re-renders them (engine/views.py);
-- the hook snapshot (store/snapshot.py) checked against the store under the same lock and
-  written when missing; this module refuses the writes that would change what the snapshot
-  holds (`Unusable`), so it never needs to drop the file.
+- the hook snapshot (store/snapshot.py) checked against the store under the same lock; this
+  module refuses the writes that would change what the snapshot holds (`Unusable`), so it
+  never drops or writes the file.
 
 Anything unusual (a store that needs a migration, another journal mode, a snapshot that
 differs from the store, views ahead of the store) raises `Unusable`: the caller then takes
@@ -28,6 +28,22 @@ import os
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+
+# Connections a hook process leaves open on purpose (launch.py ends it with os._exit): closing
+# the last connection to a WAL database checkpoints it (copies the log into the database and
+# fsyncs it: as long as the commit itself on this disk). Everything is durable at COMMIT;
+# the next connection rebuilds its index from the log, the automatic checkpoint (1,000
+# pages) of a later commit or any other closing process moves it into the database.
+# Only the command hook's process (hooks/launch.py, which sets HOOK_PROCESS in its module)
+# lingers; the server's calls close as usual.
+_KEPT: list[object] = []
+
+
+def _linger() -> bool:
+    import sys
+
+    return getattr(sys.modules.get("__main__"), "HOOK_PROCESS", False) is True
 
 
 class Unusable(Exception):
@@ -57,7 +73,7 @@ class HookTx:
     """One write transaction on `<state_dir>/state.db`: `with HookTx(d) as tx: ...;
     tx.commit()`; leaving the block without commit() rolls back."""
 
-    def __init__(self, state_dir: str) -> None:
+    def __init__(self, state_dir: str, *, timeout: float | None = None) -> None:
         from taskgate.hooks.jsonio import loads
         from taskgate.store.schema import MIGRATIONS
 
@@ -73,7 +89,8 @@ class HookTx:
         if not os.path.isfile(db):
             raise Unusable(f"no store at {db}")
         try:
-            conn = sqlite3.connect(db, timeout=lock_timeout(), isolation_level=None)
+            wait = lock_timeout() if timeout is None else timeout
+            conn = sqlite3.connect(db, timeout=wait, isolation_level=None)
         except sqlite3.Error as exc:
             raise Unusable(f"the store does not open: {exc}") from None
         self._c = conn
@@ -106,7 +123,10 @@ class HookTx:
             if not self._committed:
                 self._c.execute("ROLLBACK")
         finally:
-            self._c.close()
+            if _linger():
+                _KEPT.append(self._c)
+            else:
+                self._c.close()
 
     def commit(self) -> None:
         """Commit (durably: synchronous=FULL, like the store)."""
@@ -125,13 +145,13 @@ class HookTx:
         return [(str(n), str(s), int(q)) for n, s, q in rows]
 
     def check_snapshot(self) -> None:
-        """The hook snapshot equals the store (written when missing), as
-        `SqliteStore.refresh_snapshot` does; Unusable when it differs: the engine's path
-        rewrites it, records the mismatch and tells the agent (R-LCK-09)."""
+        """The hook snapshot equals the store, as `SqliteStore.refresh_snapshot` checks it;
+        Unusable when it differs or is missing: the engine's path writes it, and records and
+        reports a difference (R-LCK-09)."""
         from taskgate.store import snapshot
 
         try:
-            text = snapshot.render(snapshot.collect(self._c, self.loads))
+            text = snapshot.file_text(self._c, self.loads)
         except (ValueError, TypeError) as exc:
             raise Unusable(f"the hook snapshot cannot be built: {exc}") from None
         path = os.path.join(self.state_dir, snapshot.FILE_NAME)
@@ -144,7 +164,7 @@ class HookTx:
             return
         if current is not None:
             raise Unusable("the hook snapshot differs from the store")
-        _write(path, text)  # no file (a crash, a first use): written under the lock
+        raise Unusable("no hook snapshot: the engine's path writes it")
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -174,22 +194,6 @@ class HookTx:
         )
         if cur.rowcount != 1:
             raise Unusable(f"task {task!r} changed concurrently (expected seq {expected_seq})")
-
-
-def _write(path: str, text: str) -> None:
-    """Atomic, not durable, like the store's snapshot writes (fsutil.atomic_write)."""
-    directory, name = os.path.split(path)
-    tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except OSError:
-        try:  # noqa: SIM105  (contextlib would cost the hook its imports)
-            os.unlink(tmp)
-        except OSError:
-            pass  # without the file the hook reads the store; the next write makes it
 
 
 def view_seq(task_dir: str) -> int | None:

@@ -46,6 +46,20 @@ def collect(conn: Any, loads: Callable[[str], Any]) -> dict[str, Any]:
     rows = conn.execute(
         "SELECT name, state, session_id, required_agents, lock_released_at FROM tasks ORDER BY name"
     ).fetchall()
+    held = {t["name"]: t for t in _held(conn, rows, loads)}
+    tasks = []
+    for name, state, _, agents, _ in rows:
+        entry = held.get(str(name))
+        if entry is None:
+            entry = {"name": str(name), "state": str(state),
+                     "agents": [str(a) for a in loads(agents)], "session": None}  # fmt: skip
+        tasks.append(entry)
+    return {"format": FORMAT, "tasks": tasks}
+
+
+def _held(conn: Any, rows: list[Any], loads: Callable[[str], Any]) -> list[dict[str, Any]]:
+    """The entries of the held tasks among `rows` (name, state, session, agents, released):
+    what the rules ask about a task whose lock is held (plan approved, C-27's fixer)."""
     approved = {
         str(task): int(count)
         for task, count in conn.execute(
@@ -61,23 +75,42 @@ def collect(conn: Any, loads: Callable[[str], Any]) -> dict[str, Any]:
             f"WHERE kind = 'validation' AND task IN ({_HELD}) GROUP BY task)"
         ).fetchall()
     }
-    tasks = []
+    entries = []
     for name, state, session, agents, released in rows:
-        entry: dict[str, Any] = {
-            "name": str(name),
-            "state": str(state),
-            "agents": [str(a) for a in loads(agents)],
-            "session": None if released is not None or session is None else str(session),
-        }
-        if entry["session"] is not None:  # a held lock: the rules ask more about this task
-            last = validations.get(entry["name"])
-            payload = loads(last) if last is not None else {}
-            entry["plan_approved"] = approved.get(entry["name"], 0) > 0
-            entry["main_may_fix"] = isinstance(payload, dict) and (
-                payload.get("responsible") == "main"
-            )
-        tasks.append(entry)
-    return {"format": FORMAT, "tasks": tasks}
+        if released is not None or session is None:
+            continue
+        last = validations.get(str(name))
+        payload = loads(last) if last is not None else {}
+        entries.append(
+            {
+                "name": str(name),
+                "state": str(state),
+                "agents": [str(a) for a in loads(agents)],
+                "session": str(session),
+                "plan_approved": approved.get(str(name), 0) > 0,
+                "main_may_fix": isinstance(payload, dict) and payload.get("responsible") == "main",
+            }
+        )
+    return entries
+
+
+def file_text(conn: Any, loads: Callable[[str], Any]) -> str:
+    """render(collect(conn, loads)) from a SQLite connection, the task lines concatenated by
+    SQLite itself (issue 18: the hook's check at 10,000 tasks).
+    Equal to render's text whenever the agents lists are stored as taskgate stores them
+    (compact JSON): a hand-edited row makes it differ, and the caller then asks the engine."""
+    count, body = conn.execute(
+        "SELECT COUNT(*), group_concat(line, '') FROM (SELECT name || char(9) || state || "
+        "char(9) || required_agents || char(10) AS line FROM tasks ORDER BY name)"
+    ).fetchone()
+    rows = conn.execute(
+        "SELECT name, state, session_id, required_agents, lock_released_at FROM tasks "
+        "WHERE session_id IS NOT NULL AND lock_released_at IS NULL ORDER BY name"
+    ).fetchall()
+    from taskgate.store.canon import spaced
+
+    header = spaced({"format": FORMAT, "held": _held(conn, rows, loads), "tasks": count})
+    return header + "\n" + (body or "")
 
 
 # -- the file: the held tasks first, then one line per task --------------------------------

@@ -1,14 +1,18 @@
-"""PostToolUse's audit record without the engine (issue 18).
+"""The engine-path hook events answered without the engine, in their usual case (issue 18).
 
-What hooks/record.record_tool_use does through the engine (R-AUD-03: one `tool_usage` event
-per written file, the task row's seq moved so the views are known stale) and what dispatch's
-snapshot check does, in one write transaction of store/hook_tx.py: no engine, no views, no
-git layer, so an Edit costs the hook its interpreter, `_sqlite3` and one commit.
+PostToolUse after an Edit, SessionStart, UserPromptSubmit: through the engine each costs
+about 50 ms of imports (dataclasses, the views, git, argparse's world) before its first
+query, on every edit and every prompt. Here they use the C modules alone (`_sqlite3`, `_json`
+through hooks/jsonio.py, the chain through store/canon.py) and store/hook_tx.py's write
+transaction, and hand everything else to the engine: each function returns None when the
+engine's path must answer.
 
-The views are left stale on purpose: their `_seq` says so, and every reader re-renders a
-stale view before it uses one (Engine.snapshot; `taskgate audit` tells a lazily deferred
-render from an edited view, engine/audit.py). This path is taken only where the engine's
-would do nothing more, otherwise `record()` returns None and the caller takes the engine's:
+PostToolUse (`record`): what hooks/record.record_tool_use does (R-AUD-03: one `tool_usage`
+event per written file, the task row's seq moved so the views are known stale) and what
+dispatch's snapshot check does, in one write transaction. The views are left stale on
+purpose: their `_seq` says so, and every reader re-renders a stale view before it uses one
+(Engine.snapshot; `taskgate audit` tells a lazily deferred render from an edited view,
+engine/audit.py). Taken only where the engine's path would do nothing more:
 
 - the tool's writes are known (Edit, Write, MultiEdit, NotebookEdit; a Bash line the
   analyser read completely that runs no code) and none lands in the store or a view, so the
@@ -19,6 +23,14 @@ would do nothing more, otherwise `record()` returns None and the caller takes th
 - the store is this machine's SQLite, its schema current, its snapshot equal to it (a
   difference is reported and recorded by the engine's path, R-LCK-09), the views not ahead
   of it (StoreLost is the engine's to raise).
+
+SessionStart (`session_start`): a new session holds no task (the usual case: `startup`);
+then the answer is the snapshot check and one line. A session holding a task gets its
+resume text from the engine (engine/status.recovery_hint).
+
+UserPromptSubmit (`holds_no_task`): every prompt of a session holding a task is the
+person's word on it and goes to the engine (recorded, judged, anchored); a session holding
+no task has nothing to record, which the hook snapshot answers without SQLite.
 """
 
 from __future__ import annotations
@@ -127,6 +139,55 @@ def record(data: dict[str, Any], analysis: Analysis | None) -> str | None:
         return None
     _rebaseline(layout, session, name)
     return ""
+
+
+NO_TASK = "No active tasks for current session (taskgate todo lists the tasks)"
+
+
+def session_start(data: dict[str, Any]) -> str | None:
+    """SessionStart's text for a session holding no task ("" outside a workspace); None when
+    the engine's path must answer (a held task, a snapshot that differs from the store)."""
+    try:
+        layout = workspace(data["cwd"])
+    except LookupError:
+        return ""
+    if layout is None:
+        return None
+    from taskgate.store import hook_tx
+
+    try:
+        import _sqlite3
+
+        errors: tuple[type[Exception], ...] = (hook_tx.Unusable, _sqlite3.Error)
+    except ImportError:  # pragma: no cover - other interpreters
+        errors = (hook_tx.Unusable,)
+    try:
+        # The engine's check waits 1 s for the lock, then goes on without it ("busy").
+        with hook_tx.HookTx(layout.state_dir, timeout=1.0) as tx:
+            tx.check_snapshot()
+            if tx.held_by(str(data["session_id"])):
+                return None
+    except errors:
+        return None
+    return NO_TASK
+
+
+def holds_no_task(data: dict[str, Any]) -> bool:
+    """True when the session provably holds no task (or `cwd` is in no workspace): the hook
+    snapshot's first line names every held task (store/snapshot.py), so no SQLite is needed;
+    without a usable snapshot, or on PostgreSQL, False (the engine's path decides)."""
+    try:
+        layout = workspace(data["cwd"])
+    except LookupError:
+        return True
+    if layout is None:
+        return False
+    from taskgate.hooks.jsonio import loads
+    from taskgate.store import snapshot
+
+    index = snapshot.read(layout.state_dir, loads)
+    session = str(data["session_id"])
+    return index is not None and all(t["session"] != session for t in index.held)
 
 
 def _touches_store(paths: list[str], layout: Layout) -> bool:
