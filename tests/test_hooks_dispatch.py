@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -651,6 +652,43 @@ def test_post_tool_use_records_tool_usage(impl: Repo) -> None:
     assert trail["_seq"] == seq_after
 
 
+def _trail_check(repo: Repo, check: str) -> dict[str, Any]:
+    checks = {c["id"]: c for c in repo.run("audit", TASK, "--json").json()["tasks"][0]["checks"]}
+    return dict(checks[check])
+
+
+def test_hook_appended_events_are_the_chain_audit_verifies(impl: Repo) -> None:
+    """Issue 18: eight PostToolUse hooks at once (each its own write transaction), paths with
+    non-ASCII characters and quotes, then an engine step on top: one linear chain that
+    `taskgate audit` recomputes; an edited hook-appended event breaks it."""
+    names = [f'n\u00e9-{i} "q".md' for i in range(8)]
+    procs = []
+    argv = shlex.split(default_program())
+    for name in names:
+        data = fixture("post_tool_use_write", impl,
+                       tool_input={"file_path": str(impl.worktree(TASK) / name)})  # fmt: skip
+        procs.append(subprocess.Popen(
+            [*argv, "PostToolUse"], cwd=impl.path, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        ))  # fmt: skip
+        assert procs[-1].stdin is not None
+        procs[-1].stdin.write(json.dumps(data))
+        procs[-1].stdin.close()
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0
+        assert proc.stdout is not None and proc.stdout.read() == ""
+    impl.ok("say", TASK, "what is the plan?")  # an engine step appends after the hooks
+    assert _trail_check(impl, "hash-chain")["passed"]
+    assert _trail_check(impl, "views")["passed"]
+    with sqlite3.connect(impl.path / ".taskgate" / "state.db") as db:
+        found = sorted(json.loads(p)["file_path"] for (p,) in db.execute(
+            "SELECT payload FROM events WHERE kind = 'tool_usage'"))  # fmt: skip
+    assert found == sorted(str(impl.worktree(TASK) / n) for n in names)
+    edit_store(impl, "UPDATE events SET payload = replace(payload, 'n\\u00e9-3', 'x') "
+               "WHERE kind = 'tool_usage'")  # fmt: skip
+    assert not _trail_check(impl, "hash-chain")["passed"]
+
+
 def test_post_tool_use_detects_and_repairs_an_edited_view(impl: Repo) -> None:
     view = impl.task_dir(TASK) / "task.json"
     edited = json.loads(view.read_text())
@@ -775,6 +813,9 @@ def test_the_engine_path_events_load_no_heavy_module_in_their_usual_case(impl: R
              "ast", "subprocess", "hashlib", "contextlib", "taskgate.engine.core",
              "taskgate.store.records", "datetime", "shlex"}  # fmt: skip
     target = impl.worktree(TASK) / "notes.md"
+    # No effect-check baseline (the template's earlier PreToolUse calls may have left one):
+    # comparing one loads the configuration (hooks/ignored.py), the effect check's own cost.
+    shutil.rmtree(impl.path / ".taskgate" / "effects", ignore_errors=True)
     cases = [
         fixture("post_tool_use_write", impl, tool_input={"file_path": str(target)}),
         fixture("session_start", impl, session_id="fresh-session", source="startup"),
@@ -785,10 +826,12 @@ def test_the_engine_path_events_load_no_heavy_module_in_their_usual_case(impl: R
         proc = subprocess.run(
             [argv[0], "-X", "importtime", *argv[1:], data["hook_event_name"]],
             cwd=impl.path, input=json.dumps(data), capture_output=True, text=True, check=True,
+            env={**os.environ, "TASKGATE_DEBUG": "1"},
         )  # fmt: skip
         loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
         assert "taskgate.hooks.quick" in loaded, data["hook_event_name"]
-        assert not heavy & loaded, (data["hook_event_name"], sorted(heavy & loaded))
+        why = [line for line in proc.stderr.splitlines() if not line.startswith("import time")]
+        assert not heavy & loaded, (data["hook_event_name"], why, sorted(heavy & loaded))
     with sqlite3.connect(impl.path / ".taskgate" / "state.db") as db:
         query = "SELECT payload FROM events WHERE task = ? AND kind = 'tool_usage'"
         paths = [json.loads(p)["file_path"] for (p,) in db.execute(query, (TASK,))]

@@ -94,13 +94,13 @@ def record(data: dict[str, Any], analysis: Analysis | None) -> str | None:
     when the engine's path must do it."""
     paths = written(data, analysis)
     if paths is None:
-        return None
+        return _engine_path("the call's writes are not known")
     try:
         layout = workspace(data["cwd"])
     except LookupError:
         return ""
     if layout is None or _touches_store(paths, layout):
-        return None
+        return _engine_path("PostgreSQL, or a write into the store or a view")
     from taskgate.store import hook_tx
 
     session = str(data["session_id"])
@@ -118,8 +118,10 @@ def record(data: dict[str, Any], analysis: Analysis | None) -> str | None:
                 return ""  # the engine's path records nothing either
             name, state, seq = owned[0]
             rendered = hook_tx.view_seq(os.path.join(layout.tasks_root, name))
-            if rendered is not None and rendered > seq:
-                return None  # the store lost steps: the engine's path says so (StoreLost)
+            if rendered is not None and rendered > seq:  # lost steps: StoreLost is the engine's
+                return _engine_path(
+                    f"task.json was rendered at seq {rendered}, the store is at {seq}"
+                )
             agent = str(data.get("agent_type") or "main")
             worktree = os.path.join(layout.tasks_root, name, "code")
             recovery = (
@@ -135,10 +137,19 @@ def record(data: dict[str, Any], analysis: Analysis | None) -> str | None:
                 tx.append_event(name, "tool_usage", {"session": session, **payload}, at)
             tx.touch(name, seq, at)
             tx.commit()
-    except errors:
-        return None
+    except errors as exc:
+        return _engine_path(exc)
     _rebaseline(layout, session, name)
     return ""
+
+
+def _engine_path(why: object) -> str | None:
+    """None: the engine's path answers; with TASKGATE_DEBUG set, why on stderr."""
+    if os.environ.get("TASKGATE_DEBUG"):
+        import sys
+
+        print(f"taskgate hook: the engine's path answers: {why}", file=sys.stderr)
+    return None
 
 
 NO_TASK = "No active tasks for current session (taskgate todo lists the tasks)"
