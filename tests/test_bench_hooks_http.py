@@ -14,15 +14,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize(
-    ("flag", "expect"),
+    ("flags", "expect"),
     [
-        ("--http-only", "HTTP: Write to .taskgate/state.db (denied)"),
-        ("--engine-only", "UserPromptSubmit 'what is the status?'"),
+        (["--http-only"], "HTTP: Write to .taskgate/state.db (denied)"),
+        (["--engine-only"], "UserPromptSubmit, session holding no task"),
+        (["--scale", "200"], "PostToolUse after that Edit (recorded, no engine)"),
     ],
 )
-def test_hook_latency_issue_18_rows_run(flag: str, expect: str) -> None:
+def test_hook_latency_issue_18_rows_run(flags: list[str], expect: str) -> None:
     result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "hook_latency.py"), "2", flag],
+        [sys.executable, str(ROOT / "bench" / "hook_latency.py"), "2", *flags],
         cwd=ROOT / "bench",
         env=dict(os.environ),
         capture_output=True,
