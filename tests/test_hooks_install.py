@@ -74,7 +74,8 @@ def test_foreign_hooks_keep_their_place_and_survive_uninstall(repo: Repo) -> Non
     settings(repo).write_text(json.dumps(FOREIGN, indent=2))
     repo.ok("hooks", "install")
     data = json.loads(settings(repo).read_text())
-    assert data["permissions"] == FOREIGN["permissions"]
+    # the person's permissions stay (the sandbox settings add deny rules next to them)
+    assert data["permissions"]["allow"] == FOREIGN["permissions"]["allow"]
     assert data["hooks"]["PreToolUse"][0] == FOREIGN["hooks"]["PreToolUse"][0]  # still first
     assert data["hooks"]["Stop"][0] == FOREIGN["hooks"]["Stop"][0]
     assert len(data["hooks"]["PreToolUse"]) == 2

@@ -5,6 +5,7 @@ and taken out again by `hooks uninstall` (only when taskgate put them there)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from conftest import Repo
@@ -54,3 +55,30 @@ def test_uninstall_keeps_a_persons_own_sandbox_settings(repo: Repo) -> None:
 def test_sandbox_is_for_claude_code(repo: Repo, tmp_path: Path) -> None:
     result = repo.run("hooks", "install", "--client", "codex", "--sandbox")
     assert result.code == 2 and "--sandbox is for Claude Code" in result.err
+
+
+def test_shared_user_settings_keep_what_another_repository_relies_on(
+    tmp_path: Path, repo: Repo
+) -> None:
+    from conftest import make_repo
+
+    user = Path(os.environ["HOME"]) / ".claude" / "settings.json"
+    user.parent.mkdir(parents=True, exist_ok=True)
+    user.write_text(json.dumps({"sandbox": {"filesystem": {"allowWrite": ["//mine"]}}}))
+    other = make_repo(tmp_path / "other")
+    repo.ok("hooks", "install", "--sandbox")
+    other.ok("hooks", "install", "--sandbox")
+    both = json.loads(user.read_text())
+    assert len(both["sandbox"]["network"]["allowedDomains"]) == 2
+    repo.ok("hooks", "uninstall")
+    left = json.loads(user.read_text())["sandbox"]
+    assert left["enabled"] is True  # the other repository still relies on it
+    mine = str((repo.path / ".taskgate" / "state.db").resolve())
+    assert not any(mine in p for p in left["filesystem"]["denyWrite"])
+    theirs = str((other.path / ".taskgate" / "state.db").resolve())
+    assert any(theirs in p for p in left["filesystem"]["denyWrite"])
+    assert len(left["network"]["allowedDomains"]) == 1
+    other.ok("hooks", "uninstall")
+    assert json.loads(user.read_text()) == {
+        "sandbox": {"filesystem": {"allowWrite": ["//mine"]}}
+    }  # only the person's own setting is left

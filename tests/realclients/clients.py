@@ -133,18 +133,19 @@ def offline_env(home: Path, tmp: Path, extra: dict[str, str] | None = None) -> d
     return env
 
 
-def offline_command(cmd: Sequence[str], unix_socket: str, port: int) -> list[str]:
+def offline_command(cmd: Sequence[str], unix_socket: str, port: int, before: str = "") -> list[str]:
     """`cmd` in network and pid namespaces of its own (bubblewrap): nothing it starts can reach
     any network; inside, socat serves 127.0.0.1:`port` from the mock's `unix_socket`, so
-    the client's ANTHROPIC_BASE_URL / model provider URL is unchanged. The namespace, socat
-    with it, ends when `cmd` exits."""
+    the client's ANTHROPIC_BASE_URL / model provider URL is unchanged. `before`: shell run in
+    the namespace before `cmd` (e.g. a server on its loopback). The namespace, socat and what
+    `before` started with it, ends when `cmd` exits."""
     for tool in ("bwrap", "socat"):
         if shutil.which(tool) is None:
             raise ClientsUnavailable(f"{tool} is not installed (apt-get install bubblewrap socat)")
     bridge = (
         f"socat TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:{unix_socket} & "
         f"for i in $(seq 500); do (: </dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; "
-        'sleep 0.01; done; exec "$@"'
+        f'sleep 0.01; done; {before}\nexec "$@"'
     )
     return [
         "bwrap", "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-net", "--unshare-pid",
@@ -190,6 +191,7 @@ def run_claude(
     permission_mode: str = "bypassPermissions",
     output: str = "json",
     timeout: float = 90,
+    before: str = "",
 ) -> ClaudeRun:
     """`claude -p --output-format OUTPUT --permission-mode MODE ARGS` with the prompt on stdin,
     offline: the model API is the mock's unix socket, seen inside as 127.0.0.1:`port`."""
@@ -200,7 +202,7 @@ def run_claude(
         cmd.append("--verbose")
     cmd += ["--permission-mode", permission_mode, *args]
     proc = subprocess.run(
-        offline_command(cmd, unix_socket, port),
+        offline_command(cmd, unix_socket, port, before),
         input=prompt,
         cwd=cwd,
         env=offline_env(home, home.parent / (home.name + "-tmp"), extra),

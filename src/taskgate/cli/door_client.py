@@ -60,20 +60,25 @@ def forward_if_confined(exc: TaskgateError, argv: Sequence[str]) -> int | None:
         return None
     if not confined(ws.state_dir):
         return None
-    return forward(door_path(ws.common_dir), argv)
+    return forward(door_path(ws.common_dir), argv, ws.common_dir)
 
 
-def forward(path: Path, argv: Sequence[str]) -> int | None:
-    """Send the command through the door at `path`; None when no server listens there."""
+def forward(path: Path, argv: Sequence[str], common_dir: Path | None = None) -> int | None:
+    """Send the command through the door at `path`, else through the TCP door of the
+    repository with `common_dir` (server/door_tcp.py: a sandbox without Unix sockets);
+    None when neither answers."""
     from taskgate.engine.core import session_from_env
     from taskgate.server.door import MAX_REPLY, recv_frame, send_frame
 
-    sock = _connect(path)
+    sock, extra = _connect(path), dict[str, str]()
+    if sock is None and common_dir is not None:
+        sock, extra = _connect_tcp(common_dir)
     if sock is None:
         return None
     try:
         session = _session(argv) or session_from_env()
-        send_frame(sock, {"argv": list(argv), "cwd": os.getcwd(), "session": session})
+        request = {"argv": list(argv), "cwd": os.getcwd(), "session": session, **extra}
+        send_frame(sock, request)
         reply = recv_frame(sock, MAX_REPLY)
     except (OSError, ValueError) as exc:
         print(f"taskgate: the agent door at {path} failed: {exc}", file=sys.stderr)
@@ -90,7 +95,8 @@ def forward(path: Path, argv: Sequence[str]) -> int | None:
 
 
 def _connect(path: Path) -> socket.socket | None:
-    """A connection to the door; None (after saying why, when it is not plain) if none."""
+    """A connection to the door's Unix socket; None if there is none or it cannot be reached
+    (a seccomp filter refuses Unix sockets in Claude Code's sandbox on Linux)."""
     if not path.exists():
         return None
     sock: socket.socket | None = None
@@ -98,17 +104,27 @@ def _connect(path: Path) -> socket.socket | None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(str(path))
         return sock
-    except PermissionError as exc:  # e.g. a seccomp filter: Claude Code's sandbox on Linux
-        print(
-            f"taskgate: this sandbox does not allow Unix sockets, so the agent door at {path} "
-            f"cannot be reached from here ({exc.strerror}; docs/security.md, Agent door)",
-            file=sys.stderr,
-        )
     except OSError:
-        pass  # nobody listens: the original error and its hint stand
+        pass  # nobody listens, or no Unix sockets here: the TCP door is tried next
     if sock is not None:
         sock.close()
     return None
+
+
+def _connect_tcp(common_dir: Path) -> tuple[socket.socket | None, dict[str, str]]:
+    """A connection to the TCP door and the token its requests carry; (None, {}) after saying
+    why when there is one but it cannot be reached (the original error then stands)."""
+    from taskgate.server import door_tcp
+
+    endpoint = door_tcp.load(common_dir)
+    if endpoint is None:
+        return None, {}
+    try:
+        return door_tcp.connect(endpoint), {"token": endpoint.token}
+    except door_tcp.Unreachable as exc:
+        print(f"taskgate: the agent door cannot be reached from here: {exc} "
+              "(docs/security.md, 'Interactive sessions')", file=sys.stderr)  # fmt: skip
+        return None, {}
 
 
 def _session(argv: Sequence[str]) -> str:

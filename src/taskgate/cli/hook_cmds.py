@@ -110,17 +110,18 @@ def cmd_hooks_install(args: argparse.Namespace) -> int:
     if getattr(args, "client", "claude") == "codex":
         if getattr(args, "http", False):
             raise UsageError("--http is for Claude Code", hint="drop --http with --client codex")
-        if getattr(args, "sandbox", False):
+        if getattr(args, "sandbox", None):
             raise UsageError(
                 "--sandbox is for Claude Code", hint="drop --sandbox with --client codex"
             )
         return _codex(args, "install")
     http = _http_target(args) if getattr(args, "http", False) else None
-    path, _ = _settings(args)
+    path, repo = _settings(args)
     program = default_program()
+    sandboxed = _sandbox_wanted(args, repo)
     report = install(path, program, http)
     _emit(args, report, "hooks in", program)
-    if getattr(args, "sandbox", False):
+    if sandboxed:
         _sandbox(args, path)
     if http is not None and not getattr(args, "json", False):
         print(
@@ -146,9 +147,32 @@ def cmd_hooks_uninstall(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _sandbox_wanted(args: argparse.Namespace, repo: Path | None) -> bool:
+    """Write Claude Code's sandbox settings? By default where its sandbox runs (and inside a
+    repository); `--sandbox` insists (an error where it cannot run), `--no-sandbox` opts out.
+    Every unconfined install says so."""
+    from taskgate.hooks.client_sandbox import unsupported
+
+    asked = getattr(args, "sandbox", None)
+    quiet = getattr(args, "json", False)
+    if asked is False:
+        if not quiet:
+            print("note: --no-sandbox: Claude Code sessions run unconfined; what their Bash "
+                  "runs can write the store (docs/security.md, 'Modes')")  # fmt: skip
+        return False
+    why = unsupported() if repo is not None else "not inside a taskgate repository"
+    if not why:
+        return True
+    if asked:
+        raise UsageError(f"--sandbox: {why}", hint="install what is missing, or drop --sandbox")
+    if not quiet:
+        print(f"note: Claude Code sessions run unconfined: {why} (docs/security.md, 'Modes')")
+    return False
+
+
 def _sandbox(args: argparse.Namespace, path: Path) -> None:
-    """`hooks install --sandbox`: Claude Code's own sandbox keeps the session's Bash off the
-    store; its taskgate commands go through the agent door of `taskgate serve` (issue 14)."""
+    """Claude Code's own sandbox keeps the session's Bash off the store; its taskgate commands
+    go through the agent door of `taskgate serve` (issue 14)."""
     from taskgate.hooks.install import install_sandbox
 
     missing = install_sandbox(path, _repo(args))
@@ -157,8 +181,8 @@ def _sandbox(args: argparse.Namespace, path: Path) -> None:
     print(f"  sandbox settings in {path}: " + (", ".join(missing) if missing else "unchanged"))
     print(
         "  the session's taskgate commands reach the store through 'taskgate serve' (the agent "
-        "door): keep it running; on Linux Claude Code's sandbox blocks Unix sockets, see "
-        "docs/security.md"
+        "door, started by SessionStart with --http, else run it yourself); opt out with "
+        "--no-sandbox (docs/security.md)"
     )
 
 
@@ -248,9 +272,12 @@ def register(add: Any) -> None:
             _http_flags(s)
             s.add_argument(
                 "--sandbox",
-                action="store_true",
-                help="also write Claude Code's sandbox settings: the session's Bash cannot write "
-                "the store, its taskgate commands use the agent door of 'taskgate serve'",
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help="write Claude Code's sandbox settings (the default where its sandbox runs: "
+                "macOS, Linux with bubblewrap and socat): the session's Bash cannot write the "
+                "store, its taskgate commands use the agent door of 'taskgate serve'; "
+                "--no-sandbox: sessions run unconfined",
             )
     hooks("plugin-path", cmd_hooks_plugin_path, "print the Claude Code plugin directory")
     s = add("hook", cmd_hook, "handle one Claude Code hook event (JSON on stdin)", json_flag=False)

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
+import sys
 from typing import Any
 
 from taskgate.hooks.policy import Layout
@@ -36,7 +38,8 @@ VIEWS = ("task.json", "audit-trail.json", "*.flag", "agents/*/status.json")
 MAIN_REFS = ("main", "master")
 GOVERNED_MARKER = "taskgate-governed"  # engine/workspace.py
 PEERS = "peers"  # server/peers.py DIR
-_DIRS = (".claude", "hooks", "info", PEERS)  # protected directories: their contents are denied too
+DOOR_DIR = "taskgate"  # in the git dir: the agent door's socket and TCP endpoint (server/)
+_DIRS = (".claude", "hooks", "info", PEERS, DOOR_DIR)  # protected dirs: contents denied too
 
 
 def _abs(path: str) -> str:
@@ -53,7 +56,8 @@ def protected_paths(layout: Layout, *, home: str, main_branch: str = "main") -> 
     paths += [os.path.join(tasks, "*", view) for view in VIEWS]
     branches = dict.fromkeys((main_branch, *MAIN_REFS))
     paths += [os.path.join(common, "refs", "heads", b) for b in branches]
-    paths += [os.path.join(common, name) for name in ("hooks", "config", GOVERNED_MARKER, "info")]
+    paths += [os.path.join(common, name) for name in ("hooks", "config", GOVERNED_MARKER, "info",
+                                                     DOOR_DIR)]  # fmt: skip
     paths += [
         os.path.join(home, ".claude", "settings.json"),
         os.path.join(home, ".claude", "settings.local.json"),
@@ -61,6 +65,24 @@ def protected_paths(layout: Layout, *, home: str, main_branch: str = "main") -> 
         os.path.join(home, ".codex", "hooks.json"),
     ]
     return paths
+
+
+def unsupported() -> str:
+    """Why Claude Code's sandbox cannot run on this machine ('' when it can): it needs macOS,
+    or Linux with bubblewrap (working here) and socat."""
+    if sys.platform == "darwin":
+        return ""
+    if not sys.platform.startswith("linux"):
+        return f"Claude Code's sandbox does not run on {sys.platform}"
+    missing = [tool for tool in ("bwrap", "socat") if shutil.which(tool) is None]
+    if missing:
+        return (
+            f"Claude Code's sandbox on Linux needs {' and '.join(missing)} "
+            "(Debian/Ubuntu: apt-get install bubblewrap socat)"
+        )
+    from taskgate.agents.sandbox import probe
+
+    return probe()[1]
 
 
 def claude_sandbox_settings(

@@ -40,6 +40,11 @@ from taskgate.hooks.entries import TIMEOUT_S as TIMEOUT_S
 from taskgate.hooks.entries import command_group
 from taskgate.hooks.entries import hook_command as hook_command
 from taskgate.hooks.entries import is_ours as is_ours
+
+# Claude Code's sandbox settings (issue 14) live in hooks/sandbox_install.py.
+from taskgate.hooks.sandbox_install import install_sandbox as install_sandbox
+from taskgate.hooks.sandbox_install import sandbox_settings as sandbox_settings
+from taskgate.hooks.sandbox_install import uninstall_sandbox as uninstall_sandbox
 from taskgate.process import run
 
 LAUNCHER = Path(__file__).with_name("launch.py")
@@ -426,50 +431,3 @@ def _judge(event: str, out: str) -> str:
         if decision != "deny":
             return "did not deny a write to the store (is taskgate initialised here?)"
     return ""
-
-
-def sandbox_settings(repo: Path) -> dict[str, Any]:
-    """Claude Code's sandbox settings for `repo` (hooks/client_sandbox.py), plus the agent
-    door's socket (issue 14) in `sandbox.network.allowUnixSockets`: Claude Code 2.1.332 honours
-    that list on macOS; on Linux its seccomp filter cannot allow one socket by path
-    (docs/security.md)."""
-    from taskgate.engine.workspace import find_workspace
-    from taskgate.hooks.client_sandbox import claude_sandbox_settings
-    from taskgate.hooks.policy import Layout
-    from taskgate.server.door import door_path
-
-    ws = find_workspace(repo)
-    layout = Layout(str(ws.repo), str(ws.common_dir), str(ws.state_dir), str(ws.tasks_root))
-    ours = claude_sandbox_settings(layout)
-    ours["sandbox"]["network"] = {"allowUnixSockets": [str(door_path(Path(layout.common_dir)))]}
-    return ours
-
-
-def install_sandbox(path: Path, repo: Path) -> list[str]:
-    """Merge the sandbox settings into `path`; the keys that were missing ([]: unchanged)."""
-    from taskgate.hooks.client_sandbox import has_ours, merge_settings
-
-    ours = sandbox_settings(repo)
-    data = _load(path)
-    missing = has_ours(data, ours)
-    if missing:
-        _save(path, merge_settings(data, ours))
-    return missing
-
-
-def uninstall_sandbox(path: Path, repo: Path) -> bool:
-    """Take the sandbox settings for `repo` out of `path` again; True when something changed."""
-    from taskgate.hooks.client_sandbox import unmerge_settings
-
-    data = _load(path)
-    ours = sandbox_settings(repo)
-    sockets = data.get("sandbox", {}).get("network", {}).get("allowUnixSockets", [])
-    if not isinstance(sockets, list) or ours["sandbox"]["network"]["allowUnixSockets"][0] not in (
-        sockets
-    ):
-        return False  # never installed with --sandbox: a person's own sandbox settings stay
-    rest = unmerge_settings(data, ours)
-    if rest == data:
-        return False
-    _save(path, rest)
-    return True

@@ -13,6 +13,7 @@ import ipaddress
 import json
 import os
 import socket
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,7 +184,7 @@ def serve(
 
     from taskgate.engine.clock import iso, system_clock
     from taskgate.engine.workspace import find_workspace, require_initialized
-    from taskgate.server import door, hookdoor
+    from taskgate.server import door, door_tcp, hookdoor
     from taskgate.server.app import build_app
     from taskgate.server.context import Server, ServerContext
     from taskgate.server.security import Gate, allowed_hosts
@@ -201,6 +202,9 @@ def serve(
             listeners.append(bind_unix(options.unix_socket))
         port = sock.getsockname()[1]
         agent_door = door.Door(ws)  # issue 14: agents' commands, as agent requests
+        tcp_door, tcp_warning = door_tcp.start(ws)  # the same, for Claude Code's Linux sandbox
+        if tcp_warning:
+            print(tcp_warning, file=sys.stderr)
         base = f"http://{url_host(options.host)}:{port}"
         extra = tuple(
             h if ":" in h.rsplit("]", 1)[-1] else f"{h}:{port}" for h in options.extra_hosts
@@ -240,6 +244,8 @@ def serve(
         finally:
             info_path(directory).unlink(missing_ok=True)
             agent_door.close()
+            if tcp_door is not None:
+                tcp_door.close()
             for listener in listeners:
                 listener.close()
             if options.unix_socket is not None:
