@@ -55,9 +55,19 @@ def _settings(repo: Repo, *, door: bool = True) -> Path:
     return path
 
 
-def _server_first(repo: Repo, state: Path) -> str:
-    """Shell that starts `taskgate serve` on the namespace's loopback and waits for its TCP
-    door."""
+REGISTER = (
+    "import sys; from taskgate.server import peers; pid = int(sys.argv[1]); "
+    "peers.register(sys.argv[2], peers.Identity(peers.CLIENT, pid, peers.start_time(pid), "
+    "session=sys.argv[3]))"
+)
+
+
+def _server_first(repo: Repo, state: Path, session: str) -> str:
+    """Shell that starts `taskgate serve` on the namespace's loopback, waits for its TCP door,
+    and registers the process that becomes `claude` (`$$`, before its exec) for `session`, as
+    the SessionStart hook registers its client (server/peers.py). The hooks themselves are not
+    installed: their PreToolUse predictor would deny some of these commands before the door
+    could show what it refuses."""
     endpoint = door_tcp.load(repo.path / ".git")
     assert endpoint is not None, "hooks install chose no TCP door"
     serve = (f"{TASKGATE} --repo {shlex.quote(str(repo.path))} serve --port 0 --state-dir "
@@ -65,7 +75,9 @@ def _server_first(repo: Repo, state: Path) -> str:
     return (
         f"{serve} >{shlex.quote(str(state))}/serve.log 2>&1 &\n"
         f"for i in $(seq 500); do (: </dev/tcp/127.0.0.1/{endpoint.port}) 2>/dev/null && break; "
-        "sleep 0.02; done"
+        "sleep 0.02; done\n"
+        f"{shlex.quote(sys.executable)} -c {shlex.quote(REGISTER)} $$ "
+        f"{shlex.quote(str(repo.path / '.taskgate'))} {shlex.quote(session)}"
     )
 
 
@@ -87,7 +99,7 @@ def _bash(
             "go", cwd=cwd, home=home, port=mock.port, unix_socket=mock.unix_socket,
             args=["--settings", str(settings), "--session-id", SESSION],
             env={"PYTHONPATH": str(SRC), "TASKGATE_SESSION": session},
-            permission_mode="default", before=_server_first(repo, state), timeout=180,
+            permission_mode="default", before=_server_first(repo, state, session), timeout=180,
         )  # fmt: skip
         assert run.code == 0, run.err[-2000:]
         results = [str(r["text"]) for r in mock.main[-1].tool_results()]
@@ -120,8 +132,10 @@ def test_a_sandboxed_session_s_transition_goes_through_the_door(tmp_path: Path) 
     assert "Read-only file system" in out[0] and "direct=1" in out[0], out[0]
     assert "rc=0" in out[1], out[1]
     assert repo.ok("status", TASK, "--json").json()["state"] == "REQUIREMENTS"
-    door = _events(repo, "agent-door")
-    assert any("transition" in e.get("argv", []) for e in door), door
+    [door] = [e for e in _events(repo, "agent-door") if "transition" in e.get("argv", [])]
+    # who asked is proven from the connection: the process holding the proxy's socket is the
+    # client registered for SESSION (the door never takes the session from the request)
+    assert door["identity"]["session"] == SESSION and door["identity"]["kind"] == "client", door
 
 
 # Without the agent markers the CLI's own check (R-CKP-02, agent-relayed) does not see an

@@ -18,7 +18,6 @@ import os
 import socket
 import stat
 import struct
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -32,7 +31,7 @@ from server_helpers import Running, fingerprint, start_server
 from taskgate.agents import sandbox
 from taskgate.hooks.client_sandbox import unsupported
 from taskgate.server import door, door_tcp
-from test_agent_door import door_events
+from test_agent_door import door_events, launch
 
 TASK = "add-login"
 needs_bwrap = pytest.mark.skipif(not sandbox.probe()[0], reason="bubblewrap does not work here")
@@ -149,20 +148,21 @@ def test_the_peer_is_told_by_the_kernel() -> None:
         client = socket.create_connection(listener.getsockname())
         conn, _ = listener.accept()
         with client, conn:
-            assert door_tcp.peer_uid(conn) == os.getuid()
+            assert door_tcp.peer_of(conn) == (os.getuid(), os.getpid())
 
 
-def confined_without_socket(repo: Repo, *args: str) -> Run:
+def confined_without_socket(repo: Repo, *args: str, proven: str | None = "s1") -> Run:
     """`python -m taskgate ARGS` in bwrap, the file system read-only and the door's Unix
-    socket replaced by /dev/null (as unreachable as under a seccomp filter)."""
+    socket replaced by /dev/null (as unreachable as under a seccomp filter); its outermost
+    process registered for session `proven` (as SessionStart registers a client), or not."""
     bwrap = sandbox.probe()[0]
     sock = door.door_path(repo.path / ".git")
     env = {**os.environ, "PYTHONPATH": str(SRC), "TASKGATE_SESSION": "s1"}
-    proc = subprocess.run(
+    proc = launch(
         [bwrap, "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
          "--ro-bind", "/dev/null", str(sock), "--setenv", "TASKGATE_SANDBOX", "bwrap",
          "--chdir", str(repo.worktree(TASK)), sys.executable, "-P", "-m", "taskgate", *args],
-        env=env, capture_output=True, text=True, timeout=120,
+        env, proven, state_dir=repo.path / ".taskgate",
     )  # fmt: skip
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
@@ -181,6 +181,11 @@ def test_a_confined_cli_without_unix_sockets_uses_the_tcp_door(
     before = fingerprint(repo.path)
     refused = confined_without_socket(repo, "approve", TASK, "plan")
     assert refused.code != 0 and fingerprint(repo.path) == before
+    # identity from the connection, as on the Unix socket: an unregistered process is nobody
+    nobody = confined_without_socket(repo, "transition", TASK, "CLASSIFIED", "--reason", "x",
+                                     proven=None)  # fmt: skip
+    assert nobody.code != 0 and "R-LCK-09" in nobody.err, nobody.err
+    assert repo.ok("status", TASK, "--json").json()["state"] == "REQUIREMENTS"
 
 
 class _Proxy:

@@ -12,9 +12,11 @@ So the server also listens on 127.0.0.1:PORT, the port `taskgate hooks install` 
 wrote with a random token into `<git common dir>/taskgate/door-tcp.json` (0600, a directory
 the client sandbox settings keep read-only). The protocol is the Unix door's (4-byte length +
 JSON) with one more field, `token`. A connection is served only when the kernel says its peer
-socket belongs to this user (/proc/net/tcp) and the token matches; the request then goes to
-`door.handle` exactly like one from the Unix socket: an agent request by construction,
-whatever the agent claims (approvals and every other human-only command are refused there).
+socket belongs to this user (/proc/net/tcp) and the token matches. Who asks is the process
+holding the peer socket (through the sandbox's proxy: the Claude Code process itself), proven
+from the registrations exactly as for the Unix socket's peer (server/peers.py); the request
+then goes to `door.handle`: an agent request by construction, whatever the agent claims
+(approvals and every other human-only command are refused there).
 An HTTP request (a web page) never parses: its first four bytes read as a length far above
 the 64 KiB limit.
 """
@@ -119,9 +121,10 @@ def _hex_address(host: str, port: int) -> str:
     return f"{value:08X}:{port:04X}"
 
 
-def peer_uid(conn: socket.socket) -> int | None:
-    """The uid owning the other end of a loopback connection, from /proc/net/tcp; None when
-    it cannot be told (then the connection is refused)."""
+def peer_of(conn: socket.socket) -> tuple[int | None, int]:
+    """(uid, pid) of the process at the other end of a loopback connection, as the kernel
+    shows it: the socket's owner in /proc/net/tcp, and the process holding that socket (0 when
+    none of this user's processes does). (None, 0) when it cannot be told: refused."""
     try:
         peer_host, peer_port = conn.getpeername()[:2]
         here_host, here_port = conn.getsockname()[:2]
@@ -129,11 +132,26 @@ def peer_uid(conn: socket.socket) -> int | None:
         with open("/proc/net/tcp", encoding="ascii") as table:
             for line in table:
                 fields = line.split()
-                if len(fields) > 7 and fields[1] == local and fields[2] == remote:
-                    return int(fields[7])
+                if len(fields) > 9 and fields[1] == local and fields[2] == remote:
+                    return int(fields[7]), _holder(fields[9])
     except (OSError, ValueError):
-        return None
-    return None
+        return None, 0
+    return None, 0
+
+
+def _holder(inode: str) -> int:
+    """The process with a file descriptor on socket `inode` (this user's processes only)."""
+    wanted = f"socket:[{inode}]"
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            for fd in os.scandir(f"/proc/{entry.name}/fd"):
+                if os.readlink(fd.path) == wanted:
+                    return int(entry.name)
+        except OSError:
+            continue  # gone, or another user's
+    return 0
 
 
 class TcpDoor:
@@ -168,9 +186,13 @@ class TcpDoor:
             threading.Thread(target=self._one, args=(conn,), daemon=True).start()
 
     def _one(self, conn: socket.socket) -> None:
+        from taskgate.server import peers
+
         with conn:
-            if peer_uid(conn) != os.getuid():
+            uid, pid = peer_of(conn)
+            if uid != os.getuid():
                 return  # another user's process (or one the kernel does not show): no answer
+            started = peers.start_time(pid) if pid else None
             try:
                 conn.settimeout(30)
                 request = door.recv_frame(conn, door.MAX_REQUEST)
@@ -184,8 +206,13 @@ class TcpDoor:
             ):
                 _try_send(conn, _error("taskgate: agent door: wrong or missing token\n"))
                 return
+            # Who asks: the process holding the peer socket (through Claude Code's proxy, the
+            # client itself), proven like the Unix door's peer (server/peers.py).
+            identity = peers.prove(self.ws.state_dir, pid) if pid else None
+            if identity is not None and peers.start_time(pid) != started:
+                identity = None  # gone, its pid maybe reused: prove nothing
             with self._slots:
-                reply = door.handle(self.ws, request)
+                reply = door.handle(self.ws, request, identity, pid)
             _try_send(conn, reply)
 
     def close(self) -> None:
