@@ -439,3 +439,26 @@ def test_embedded_store_pushes_no_main(tmp_path: Path) -> None:
     assert solo.git("log", "-1", "--format=%s", "main") == "t1: Task 1"
     refs = git(remote, "for-each-ref", "--format=%(refname)")
     assert "refs/heads/t1" in refs and "refs/taskgate/" not in refs  # T only, as before
+
+
+def test_a_new_empty_remote_gets_main_from_the_first_complete(
+    pg: pgserver.PgServer, tmp_path: Path
+) -> None:
+    """A team whose shared remote is still empty: claims need nothing from it, the first
+    complete creates main there (a lease on 'no main yet')."""
+    url = pg.fresh_database()
+    path = tmp_path / "first"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "todo.md").write_text(TODO)
+    git(path, "add", ".")
+    git(path, "commit", "-q", "-m", "initial")
+    remote = tmp_path / "empty.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(path, "remote", "add", "origin", str(remote))
+    first = Machine(path, Path(os.environ["HOME"]), "first.example", url)
+    first.ok("init")
+    to_awaiting(first, "t1", "f1")
+    first.ok("complete", "t1", session="f1")
+    assert squashes(remote) == {"t1": 1}
+    assert git(remote, "rev-parse", "main") == first.git("rev-parse", "main")

@@ -127,6 +127,10 @@ def _fetch(engine: Engine, remote: str, refspecs: list[str]) -> None:
                  *refspecs)  # fmt: skip
 
 
+def _branch_there(engine: Engine, remote: str, branch: str) -> bool:
+    return bool(_remote_refs(engine, remote, [f"refs/heads/{branch}"]))
+
+
 def _tracking(remote: str, branch: str) -> str:
     return f"refs/remotes/{remote}/{branch}"
 
@@ -171,7 +175,13 @@ def catch_up_main(engine: Engine, main: str) -> str | None:
     remote = team_remote(engine)
     if remote is None:
         return None
-    _fetch(engine, remote, [f"+refs/heads/{main}:{_tracking(remote, main)}"])
+    spec = f"+refs/heads/{main}:{_tracking(remote, main)}"
+    try:
+        _fetch(engine, remote, [spec])
+    except RemoteUnreachable:
+        if _branch_there(engine, remote, main):
+            raise
+        return None  # a remote without main yet (a new, empty repository): the first push
     theirs = gitrepo.rev_parse(engine.ws.repo, _tracking(remote, main))
     if theirs is not None:
         _fast_forward(engine, main, theirs)  # diverged: complete's preflight refuses it
