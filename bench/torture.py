@@ -3,8 +3,10 @@
 Each round forks one worker per slot; a worker runs real CLI commands in-process (`main(argv)`,
 no interpreter start) for its own session and its slot's current task, chosen from the task's
 state: start, classify, transitions forward and back, agent status, reports, plan
-presentation and approval, commits in the task worktree, validate, review verdicts, the
-change approval, complete, cleanup, recover and audit. The parent kills every worker at a
+presentation and approval, commits in the task worktree, merge, validate, review verdicts, the
+change approval, complete, cleanup, recover and audit — and, in the agent phases, `run T --yes`
+with the scripted agents (issue 16: invocations that record their process, a verdict and its
+completion in one step). The parent kills every worker at a
 random moment, now and then force-releases a lock as a human would, gives a slot whose task
 reached CLEANUP a new task (committed to main's todo.md like a person would), and then checks
 the invariants:
@@ -18,6 +20,8 @@ the invariants:
   leaves a worktree dirty or half-made; `git fsck` is clean;
 - main holds at most one squash per task, exactly one once the task is COMPLETE;
 - every finished task passes `taskgate audit`;
+- an invocation whose `run` process is dead is closed by the task's next write, whatever the
+  command (no "agent invocations still running" after recovery, issue 16);
 - at the end, every unfinished task resumes to CLEANUP through the documented commands within
   a bounded number of commands (no stuck task).
 
@@ -40,6 +44,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from taskgate.store.records import TaskSnapshot
 
 SLOTS = 3
 TASKS = tuple(f"task-{i}" for i in range(SLOTS))  # the first task of each slot
@@ -52,8 +60,14 @@ def entry(task: str) -> str:
 
 
 TODO = "".join(entry(t) for t in TASKS)
-CONFIG = '[protocol]\ncheck_cwd = false\n\n[validation]\ncommands = [["true"]]\n'
+# allow_auto_approve: the workers' `run T --yes` (the scripted agents) may pass checkpoints too
+CONFIG = (
+    "[protocol]\ncheck_cwd = false\nallow_auto_approve = true\n\n"
+    '[validation]\ncommands = [["true"]]\n'
+)
 DRAIN_COMMANDS = 80  # commands a task may need to reach CLEANUP once nothing kills it
+RUN_SHARE = 0.12  # how often a worker drives an agent phase with `taskgate run T --yes`
+_RUN_STATES = ("REQUIREMENTS", "IMPLEMENTATION", "REVIEW")
 REPORT = "Requirements report. " + "The component must behave as specified. " * 4
 PLAN = """
 ## Implementation Plan
@@ -89,6 +103,7 @@ class Report:
     finished: list[str] = field(default_factory=list)  # tasks that reached CLEANUP
     drained: int = 0  # unfinished tasks driven to CLEANUP at the end without kills
     stale_locks: int = 0  # git index.lock files a killed git left (removed as a person would)
+    dead: int = 0  # invocations of a killed `run` seen open, closed by the next command (16)
 
 
 def _cli(argv: list[str]) -> int:
@@ -102,7 +117,7 @@ def _cli(argv: list[str]) -> int:
     return code
 
 
-def _row(db: Path, task: str) -> tuple[str, list[str], bool, bool] | None:
+def _row(db: Path, task: str) -> tuple[str, list[str], bool, str] | None:
     conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
     try:
         row = conn.execute(
@@ -116,7 +131,8 @@ def _row(db: Path, task: str) -> tuple[str, list[str], bool, bool] | None:
     import json
 
     pending = json.loads(row[3]) if row[3] else None  # stored as JSON: "null" when none
-    return str(row[0]), list(json.loads(row[1])), row[2] is not None, bool(pending)
+    op = str(pending.get("op") or "?") if pending else ""  # the journaled step in flight
+    return str(row[0]), list(json.loads(row[1])), row[2] is not None, op
 
 
 Op = list[str] | Callable[[], object]
@@ -136,11 +152,31 @@ def _agent_commit(repo: Path, task: str, agent: str, rng: random.Random) -> None
     # What a kill left staged is committed first: overwriting it would lose the agent's own
     # blob, which is no taskgate fault and not what the no-lost-object invariant measures.
     _git(wt, "commit", "-q", "-m", f"[agent:{agent}] {task} work (staged before a kill)")
-    target = wt / "src" / f"{task}.py"
+    target = wt / "src" / f"{task}_work.py"  # apart from the scripted agents' src/{task}.py
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(f"value = {rng.randrange(1000)}\n")
     _git(wt, "add", "-A", "src")
     _git(wt, "commit", "-q", "-m", f"[agent:{agent}] {task} work")
+
+
+def _tidy_agents(repo: Path, task: str, agents: list[str]) -> None:
+    """What a killed `run` left in agent worktrees (the agents' own half-done work) is committed
+    by the person, as `run`'s diagnosis (cause agent-worktree) and `agent set`'s refusal say."""
+    for agent in agents:
+        wt = repo / ".taskgate" / "tasks" / task / "agents" / agent / "code"
+        gitdir = _git(wt, "rev-parse", "--git-dir").stdout.strip()
+        if not gitdir:
+            continue
+        (wt / gitdir / "index.lock").unlink(missing_ok=True)
+        for op in ("rebase", "merge", "cherry-pick"):
+            _git(wt, op, "--abort")
+        if _git(wt, "status", "--porcelain").stdout.strip():
+            _git(wt, "add", "-A")
+            _git(wt, "commit", "-q", "--no-verify", "-m", f"[agent:{agent}] left by a killed run")
+        # After the task branch was rebased onto main (R-CMP-06) the agent branch still holds
+        # the old copies of T's commits: rebasing onto T drops them (merge's R-WTB-06 hint).
+        if _git(wt, "rebase", "-q", task).returncode != 0:
+            _git(wt, "rebase", "--abort")
 
 
 def _write(path: Path, text: str) -> None:
@@ -179,6 +215,8 @@ def _worker_ops(repo: Path, task: str, rng: random.Random, *, calm: bool = False
     state, agents, _, pending = row
     task_dir = repo / ".taskgate" / "tasks" / task
     roll = 1.0 if calm else rng.random()
+    if pending == "merge":  # `run`'s merge of agent branches: resumed by `taskgate merge T`
+        return [["start", task], ["merge", task]]
     if pending:
         # A resuming session finishes the journaled step first (R-LCK-03, R-REC-02); cleanup's
         # own journal is finished by start, run and next alike (issue 16). Presenting again in
@@ -217,13 +255,18 @@ def _worker_ops(repo: Path, task: str, rng: random.Random, *, calm: bool = False
             ["approve", task, "plan"],
             ["transition", task, "IMPLEMENTATION"],
         ]
+    if not calm and state in _RUN_STATES and rng.random() < RUN_SHARE:
+        # `taskgate run` with the scripted agents: invocations that record their process, a
+        # verdict and its completion in one step, killed anywhere (issue 16)
+        return [["run", task, "--yes"]]
     if state == "IMPLEMENTATION":
         choice = rng.random() if not calm else 0.0
         if _behind(repo, task):
             return [lambda: _rebase(repo, task)]
         if choice < 0.7:
             first = agents[0]
-            done: list[Op] = [lambda: _agent_commit(repo, task, first, rng)]
+            done: list[Op] = [lambda: _tidy_agents(repo, task, agents), ["merge", task]]
+            done += [lambda: _agent_commit(repo, task, first, rng)]
             done += [["agent", "set", task, first, "COMPLETE", "--done"]]
             done += [
                 ["agent", "set", task, a, "COMPLETE", "--done", "--no-change", "torture"]
@@ -315,6 +358,8 @@ class Seen:
     worktrees: set[str] = field(default_factory=set)
     objects: set[str] = field(default_factory=set)
     audited: set[str] = field(default_factory=set)
+    # (task, agent, seq of its agent_invoked) -> the task's seq when its process was seen dead
+    dead: dict[tuple[str, str, int], int] = field(default_factory=dict)
 
 
 def reachable(repo: Path) -> set[str]:
@@ -350,6 +395,7 @@ def check(repo: Path, seen: Seen, report: Report, *, fsck: bool) -> list[str]:
     from taskgate.engine.workspace import find_workspace
     from taskgate.git import repo as gitrepo
     from taskgate.git.cmd import git
+    from taskgate.process import hostname
     from taskgate.protocol import audit_checks as ac
     from taskgate.protocol.states import State
     from taskgate.store import snapshot as hook_snapshot
@@ -391,6 +437,7 @@ def check(repo: Path, seen: Seen, report: Report, *, fsck: bool) -> list[str]:
         if code != 0:
             found.append(f"{task}: status exited {code}")
     snaps = audit_mod.read_snapshots(ws, None)
+    host = hostname()
     counts = squashes(repo)
     finished = {s.task.name for s in snaps if s.task.state == State.CLEANUP.value}
     worktrees = {str(p.resolve()) for p in gitrepo.worktree_paths(repo)}
@@ -410,6 +457,7 @@ def check(repo: Path, seen: Seen, report: Report, *, fsck: bool) -> list[str]:
         if t.fence < seen.fences.get(t.name, 0):
             found.append(f"{t.name}: fence went down {seen.fences[t.name]} -> {t.fence}")
         seen.fences[t.name] = t.fence
+        found += _dead_invocations(snap, seen, host, report)
         squashed = counts.get(t.name, 0)
         if squashed > 1 or (t.state in ("COMPLETE", "CLEANUP") and squashed != 1):
             found.append(f"{t.name}: {squashed} squash commits on main in state {t.state}")
@@ -418,13 +466,19 @@ def check(repo: Path, seen: Seen, report: Report, *, fsck: bool) -> list[str]:
             if code != 0:
                 found.append(f"{t.name}: audit FAILED (exit {code}) on a finished task")
             seen.audited.add(t.name)
+        # A killed `run` leaves its agents' half-done edits in their worktrees: their work,
+        # diagnosed by the next run (agent-worktree) and committed by the person; only the
+        # task worktree must be clean then.
+        ran = any(e.kind == "lease" for e in snap.events)
         wts = [ws.task_worktree(t.name)] + [ws.agent_worktree(t.name, a) for a in t.required_agents]
         for wt in [] if t.pending or t.name in finished else wts:  # journals resume later
             if str(wt.resolve()) in worktrees and gitrepo.is_worktree(wt):
                 seen.worktrees.add(str(wt.resolve()))
                 status = git("status", "--porcelain", cwd=wt, check=False)
-                own = f"src/{t.name}.py"  # the worker's own file, left staged by a kill
+                own = f"src/{t.name}_work.py"  # the worker's own file, left staged by a kill
                 dirty = [x for x in status.stdout.splitlines() if not x.endswith(own)]
+                if ran and wt != ws.task_worktree(t.name):
+                    dirty = []
                 if not status.ok or dirty:
                     found.append(
                         f"{t.name}: worktree {wt} unusable or dirty: "
@@ -458,6 +512,35 @@ def check(repo: Path, seen: Seen, report: Report, *, fsck: bool) -> list[str]:
         result = git("fsck", "--no-progress", cwd=repo, check=False)
         if not result.ok:
             found.append(f"git fsck: {result.stderr.strip()[:300]}")
+    return found
+
+
+def _dead_invocations(snap: TaskSnapshot, seen: Seen, host: str, report: Report) -> list[str]:
+    """No invocation outlives its process past one more write on its task (issue 16): one whose
+    `run` process was seen dead is closed by the next step, whichever command it is."""
+    from taskgate.engine import invocations
+
+    t = snap.task
+    found = []
+    opened = invocations.open_invocations(snap)
+    for key, seq in list(seen.dead.items()):
+        name, agent, invoked = key
+        if name != t.name:
+            continue
+        still = agent in opened and opened[agent].seq == invoked
+        if not still:
+            del seen.dead[key]
+        elif t.seq > seq and not t.pending:  # a claim's journal: its step closes them next
+            found.append(
+                f"{name}: the invocation of {agent} (event {invoked}) stayed open "
+                f"after its process died and the task moved on (seq {seq} -> {t.seq})"
+            )
+            del seen.dead[key]
+    for agent in invocations.dead_invocations(snap, host):
+        key = (t.name, agent, opened[agent].seq)
+        if key not in seen.dead:
+            report.dead += 1
+            seen.dead[key] = t.seq
     return found
 
 
@@ -546,7 +629,8 @@ def main() -> int:
         f"{len(report.violations)} invariant violations ({elapsed:.0f} s, seed {seed}); "
         f"{len(report.finished)} tasks finished (CLEANUP, audit PASSED), {report.drained} "
         f"driven to CLEANUP without kills at the end, {report.stale_locks} stale main "
-        "index.lock removed"
+        f"index.lock removed, {report.dead} invocations left open by killed runs (each closed "
+        "by the task's next command)"
     )
     for task, states in sorted(report.states.items()):
         print(f"  {task}: states seen {', '.join(sorted(states))}")
