@@ -4,8 +4,9 @@ When a command fails because the store cannot be written and this process is con
 taskgate's sandbox, `TASKGATE_SANDBOX`, or the store sits on a read-only mount, as in a Claude
 Code sandbox), and the repository's door socket answers, the command is sent there as
 {argv, cwd, session} and the door's stdout, stderr and exit code become this command's. The
-server runs it as an agent request (`server/door.py`). With no door, the original error stands
-(its hint says to start `taskgate serve`).
+server runs it as an agent request (`server/door.py`), as the session it proves from the
+connection (`server/peers.py`): the session sent here is only a claim, refused when it is not
+that one. With no door, the original error stands (its hint says to start `taskgate serve`).
 """
 
 from __future__ import annotations
