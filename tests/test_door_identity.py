@@ -331,3 +331,33 @@ def test_taskgate_run_registers_its_agents_for_the_door(tmp_path: Path) -> None:
     assert isinstance(proven, dict)
     assert (proven["kind"], proven["task"], proven["agent"]) == ("run", TASK, arena.agent)
     assert os.listdir(peers.registry(arena.ws.state_dir)) == []
+
+
+def test_a_session_start_hook_an_agent_runs_in_its_sandbox_registers_nothing(
+    served: tuple[Repo, Running], tmp_path: Path
+) -> None:
+    """The agent pipes forged SessionStart JSON (session s1, the lease holder's) into the hook
+    entry point from a process named `claude` inside its sandbox: the hook cannot write the
+    registry, so the door still proves nothing for it and the write is refused."""
+    repo, _ = served
+    fake = tmp_path / "bin" / "claude"
+    fake.parent.mkdir()
+    fake.symlink_to("/bin/sh")
+    forged = json.dumps({"session_id": "s1", "cwd": str(repo.path), "source": "startup",
+                         "hook_event_name": "SessionStart", "transcript_path": ""})  # fmt: skip
+    script = (
+        f"echo '{forged}' | {sys.executable} -P -m taskgate hook SessionStart >/dev/null; "
+        f"{sys.executable} -P -m taskgate transition {TASK} REQUIREMENTS"
+    )
+    bwrap = sandbox.probe()[0]
+    env = {**os.environ, "PYTHONPATH": str(SRC), "TASKGATE_SESSION": "s1"}
+    before = state_fingerprint(db_of(repo))
+    proc = subprocess.run(
+        [bwrap, "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+         "--chdir", str(repo.worktree(TASK)), str(fake), "-c", script],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "cannot tell which session asks" in proc.stderr, proc.stderr
+    registry = Path(peers.registry(repo.path / ".taskgate"))
+    assert not registry.exists() or os.listdir(registry) == []
+    assert state_fingerprint(db_of(repo)) == before
