@@ -39,6 +39,8 @@ def cmd_recover(args: argparse.Namespace) -> int:
     """`taskgate recover [T] [--repair]`: 0 clean or repaired, 3 foreign, 4 escalate, 5 broken."""
     from taskgate.engine.recover import recover
 
+    if args.rebuild:
+        return _rebuild(args)
     with engine_for(args) as engine:
         results = recover(engine, args.task, do_repair=args.repair)
         emit(args, [d.to_json() for d in results], "\n\n".join(_recover_text(d) for d in results))
@@ -51,6 +53,22 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _rebuild(args: argparse.Namespace) -> int:
+    """`taskgate recover --rebuild`: 0 intact or rebuilt and proven, 4 parts unproven."""
+    from taskgate.engine.rebuild import rebuild, render_text
+    from taskgate.errors import UsageError
+
+    if args.task or args.repair:
+        raise UsageError(
+            "--rebuild rebuilds the whole store; it takes no task and no --repair",
+            hint="run 'taskgate recover --rebuild', then 'taskgate recover T --repair' if needed",
+        )
+    with engine_for(args) as engine:
+        result = rebuild(engine)
+        emit(args, result.to_json(), render_text(result))
+    return EXIT_OK if result.proven else EXIT_HUMAN
+
+
 def register(add: Any) -> None:
     """Issue 8's commands."""
     s = add("audit", cmd_audit, "compliance checks; never modifies anything (exit 1: FAILED)")
@@ -58,3 +76,10 @@ def register(add: Any) -> None:
     s = add("recover", cmd_recover, "diagnose (RULES §16) and, with --repair, repair what is safe")
     s.add_argument("task", nargs="?")
     s.add_argument("--repair", action="store_true", help="apply the safe repairs (journaled)")
+    s.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="rebuild a lost or damaged store (missing, empty, behind its views) from the "
+        "views, proving each audit chain against the head anchored in git; the damaged "
+        "store is moved aside, never deleted",
+    )

@@ -158,6 +158,8 @@ def audit_snapshot(ws: Workspace, snap: TaskSnapshot) -> TaskAudit:
         check_anchor(ws, snap),  # engine/anchor.py (issue 14)
         check_guards(snap.events),  # engine/guard_trail.py (issue 14)
     ]
+    if any(_rebuilds(snap)):  # issue 16: the store was rebuilt from the views
+        checks.append(check_rebuild(snap))
     return TaskAudit(snap.task.name, snap.task.state, tuple(checks))
 
 
@@ -279,7 +281,7 @@ def chain_findings(name: str, events: Sequence[EventRow]) -> list[ar.Finding]:
 # reads the task, not edited. Any other difference is still reported.
 _LAZY = {
     "task.json": frozenset({"_events", "updated_at"}),
-    "audit-trail.json": frozenset({"events", "chain_head", "tool_usage"}),
+    "audit-trail.json": frozenset({"events", "chain_head", "tool_usage", "store_record"}),
 }
 
 
@@ -298,7 +300,80 @@ def _lazily_stale(name: str, view: dict[str, Any], expected: dict[str, Any]) -> 
             isinstance(was, list) and isinstance(wanted, list) and wanted[: len(was)] == was
         ):
             return False
+        if key == "store_record" and not _record_grew(was, wanted):
+            return False
     return True
+
+
+def _record_grew(was: Any, wanted: Any) -> bool:
+    """The view's store record (engine/views.py) is the store's but for appended events and
+    the task row's seq and updated_at: what the PostToolUse hook's appends change."""
+    if not (isinstance(was, dict) and isinstance(wanted, dict) and set(was) == set(wanted)):
+        return False
+    for key in wanted:
+        old, new = was[key], wanted[key]
+        if key == "events":
+            if not (isinstance(old, list) and isinstance(new, list) and new[: len(old)] == old):
+                return False
+        elif key == "task":
+            if not (isinstance(old, dict) and isinstance(new, dict)):
+                return False
+            moved = {k for k in set(old) | set(new) if old.get(k) != new.get(k)}
+            if not moved <= {"seq", "updated_at"}:
+                return False
+        elif old != new:
+            return False
+    return True
+
+
+def _rebuilds(snap: TaskSnapshot) -> list[Any]:
+    return [
+        e for e in snap.events if e.kind == "recovery" and e.payload.get("procedure") == "rebuild"
+    ]
+
+
+def check_rebuild(snap: TaskSnapshot) -> ar.CheckResult:
+    """After `recover --rebuild` (engine/rebuild.py): what git could not prove stays a finding."""
+    findings: list[ar.Finding] = []
+    notes: list[str] = []
+    name = snap.task.name
+    for e in _rebuilds(snap):
+        p = e.payload
+        unproven = [s for s in p.get("unproven_events") or [] if isinstance(s, int)]
+        problems = [str(x) for x in p.get("problems") or []]
+        when = f"the store was rebuilt from the views at {e.at} (event #{e.seq})"
+        if unproven:
+            anchored = p.get("anchored_event")
+            after = f"after the last git anchor (#{anchored})" if anchored else "with no git anchor"
+            findings.append(
+                ar.Finding(
+                    f"{when}: events #{unproven[0]}..#{unproven[-1]} ({len(unproven)}) came "
+                    f"only from the views, {after}; nothing outside the store proves them",
+                    f"check them against the task's commits and what you approved ('taskgate "
+                    f"status {name}'); a backup of state.db is the only proof. The damaged "
+                    f"store is kept in {p.get('store_kept')}",
+                    "the store lost committed steps (a lost WAL, a deleted or emptied state.db)",
+                )
+            )
+        findings += [
+            ar.Finding(
+                f"{when}: {problem}",
+                "see 'taskgate recover --rebuild --json' output recorded in this event",
+                "the store lost committed steps",
+            )
+            for problem in problems
+            if not unproven or "anchor" not in problem
+        ]
+        if not unproven and not problems:
+            notes.append(f"{when}; every event is proven against the git anchor "
+                         f"#{p.get('anchored_event')}")  # fmt: skip
+    return ar.CheckResult(
+        "rebuild",
+        "a store rebuilt from the views holds only what git proves",
+        ("R-AUD-01", "R-REC-12"),
+        tuple(findings),
+        tuple(notes),
+    )
 
 
 def _differences(name: str, view: Any, expected: dict[str, Any]) -> list[str]:

@@ -104,7 +104,34 @@ class Engine:
                 self._store = open_store(self.ws, timeout=wait)  # SQLite or PostgreSQL
             except StoreCorrupt as exc:
                 raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
+            if not create:
+                self._check_hook_snapshot(self._store)
         return self._store
+
+    def _check_hook_snapshot(self, store: Store) -> None:
+        """A hook snapshot ahead of the store means lost steps (issue 16): exit 5. The file is
+        renamed to hook-snapshot.ahead.json (kept), so PreToolUse stops trusting it."""
+        from taskgate.store import snapshot
+
+        state_dir = str(self.ws.state_dir)
+        files = snapshot.seen(state_dir)  # first: see snapshot.seen
+        if not files:
+            return
+        with store.read() as tx:
+            top = tx.last_event_seq()
+        found = None if top is None else snapshot.ahead(files, top)
+        if found is None:
+            return
+        snapshot.set_aside(state_dir)
+        problem = found[1]
+        with store.read() as tx:
+            seqs = {t.name: t.seq for t in tx.tasks()}
+        for view in self.ws.tasks_root.glob("*/task.json"):
+            rendered = views.view_seq(self.ws, view.parent.name)
+            if rendered is not None and rendered > seqs.get(view.parent.name, -1):
+                return  # the views' check names the task and its sequence numbers
+        self.close()
+        raise StoreLost(problem, hint=snapshot.AHEAD_HINT)
 
     def close(self) -> None:
         """Close the store connection."""
@@ -287,9 +314,11 @@ def check_history(ws: Workspace, task: str, rendered: int | None,
         f"the store is behind its views for '{task}': {where} was rendered at seq "
         f"{rendered}, {found}; committed steps were lost (state.db-wal deleted, or an "
         "older copy of state.db restored)",
-        hint="restore .taskgate/state.db together with its state.db-wal from a backup; "
-        "nothing was changed. To accept the older store, move the task's views aside "
-        f"(mv {where} {where}.lost) and run the command again",
+        hint="run 'taskgate recover --rebuild' (restores the lost steps from the views, "
+        "proven against git; the damaged store is kept aside), or restore .taskgate/state.db "
+        "together with its state.db-wal from a backup; nothing was changed. To accept the "
+        f"older store, move the task's views aside (mv {where} {where}.lost, and "
+        ".taskgate/hook-snapshot*) and run the command again",
     )
 
 

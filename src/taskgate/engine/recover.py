@@ -99,9 +99,10 @@ def store_escalation(task: str, error: str) -> str:
         "untouched in git",
         option1="Delete the task record and restart from scratch (move .taskgate/state.db "
         "aside; pros: clean start; cons: the audit trail and approvals are lost)",
-        option2="Reconstruct the record from git history (branches T and T-A, commit tags, "
-        "the views' last rendering; pros: keeps the work; cons: manual, approvals must be "
-        "given again)",
+        option2="Reconstruct the record from git history and the views: taskgate recover "
+        "--rebuild, each audit chain proven against the head anchored in git (pros: keeps "
+        "the record and approvals git proves, the damaged store is kept aside; cons: steps "
+        "after the last checkpoint stay unproven in audit)",
     )
 
 

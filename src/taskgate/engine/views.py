@@ -184,6 +184,7 @@ def audit_trail_json(snap: TaskSnapshot) -> dict[str, Any]:
         "approvals": [],
         "events": len(snap.events),
         "chain_head": snap.events[-1].hash if snap.events else None,
+        "store_record": store_record(snap),
     }
     running: dict[str, dict[str, Any] | None] = {}
     for e in snap.events:
@@ -228,6 +229,22 @@ def audit_trail_json(snap: TaskSnapshot) -> dict[str, Any]:
         elif e.kind == "approval":
             trail["approvals"].append({"timestamp": e.at, **p})
     return trail
+
+
+def store_record(snap: TaskSnapshot) -> dict[str, Any]:
+    """Every row the store holds for the task, events with their hashes included: what
+    `taskgate recover --rebuild` restores a lost store from (engine/rebuild.py proves the
+    events against the chain head anchored in git; the rest is checked against them)."""
+    task = dict(vars(snap.task))
+    task["required_agents"] = list(snap.task.required_agents)
+    return {
+        "task": task,
+        **{name: [dict(vars(row)) for row in getattr(snap, name)] for name in RECORD_TABLES},
+    }
+
+
+RECORD_TABLES = ("transitions", "agents", "verdicts", "presentations", "approvals",
+                 "validations", "events")  # fmt: skip
 
 
 def _flag_states(snap: TaskSnapshot) -> dict[str, bool]:

@@ -145,9 +145,11 @@ def store_problem(ws: Workspace) -> str | None:
 
 
 LOST_STORE_HINT = (
-    "restore .taskgate/state.db (with state.db-wal if it exists) from a backup; nothing was "
-    "changed. To start over with an empty store instead, move .taskgate aside "
-    "(mv .taskgate .taskgate.lost) and run 'taskgate init'"
+    "run 'taskgate recover --rebuild' (rebuilds it from the task views, each audit chain proven "
+    "against git; the damaged file is kept aside), or restore .taskgate/state.db (with "
+    "state.db-wal if it exists) from a backup; nothing was changed. To start over with an "
+    "empty store instead, move .taskgate aside (mv .taskgate .taskgate.lost) and run "
+    "'taskgate init'"
 )
 
 

@@ -265,15 +265,21 @@ def _from_store(db: str) -> Index:
     from taskgate.store import snapshot
 
     uri = "file:" + db.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    kept = snapshot.seen(os.path.dirname(db), (snapshot.AHEAD_SEQ,))  # before the store
     try:
         conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=10)
         try:
             conn.execute("BEGIN")  # one consistent read
-            return snapshot.Index.of(snapshot.collect(conn, loads))
+            found = snapshot.collect(conn, loads)
+            top = snapshot.last_seq(conn) if kept else 0
         finally:
             conn.close()
     except (sqlite3.Error, ValueError, TypeError) as exc:
         raise StoreUnreadable(f"the taskgate store cannot be read: {exc}", "R-LCK-08") from exc
+    lost = snapshot.ahead(kept, top)  # issue 16: a store known to have lost steps
+    if lost is not None:
+        raise StoreUnreadable(f"{lost[1]}; {snapshot.AHEAD_HINT}", "R-REC-12")
+    return snapshot.Index.of(found)
 
 
 # -- the session's repository, for hook calls whose cwd is outside it (issue 15) -------------

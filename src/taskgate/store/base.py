@@ -133,6 +133,11 @@ class Tx(ABC):
     def append_event(self, name: str, kind: str, payload: JSON, at: str) -> EventRow:
         """Append a hash-chained audit event."""
 
+    def last_event_seq(self) -> int | None:
+        """The number of the store's last event (0: none), None when the store does not say
+        cheaply; a hook snapshot that saw a later one shows lost steps (issue 16)."""
+        return None
+
     @abstractmethod
     def active_task_of(self, session_id: str) -> TaskRow | None:
         """The one unreleased task this session holds (R-LCK-19, R-LCK-20)."""

@@ -150,6 +150,9 @@ class HookTx:
         reports a difference (R-LCK-09)."""
         from taskgate.store import snapshot
 
+        kept = snapshot.seen(self.state_dir)  # issue 16: lost steps (read before the store)
+        if kept and snapshot.ahead(kept, snapshot.last_seq(self._c)):
+            raise Unusable("the hook snapshot is ahead of the store: the engine reports it")
         try:
             text = snapshot.file_text(self._c, self.loads)
         except (ValueError, TypeError) as exc:

@@ -94,6 +94,68 @@ def _held(conn: Any, rows: list[Any], loads: Callable[[str], Any]) -> list[dict[
     return entries
 
 
+# Beside the file, `hook-snapshot.seq` holds the store's last event number when it was written
+# (issue 16). Events are never deleted, so a store whose last event is older lost committed
+# steps (a lost WAL, an old copy restored): that snapshot is ahead of the store. Both files
+# are then renamed `*.ahead.*` (evidence), and PreToolUse never trusts them again.
+SEQ_FILE = "hook-snapshot.seq"
+AHEAD_NAME = "hook-snapshot.ahead.json"
+AHEAD_SEQ = "hook-snapshot.ahead.seq"
+
+
+def last_seq(conn: Any) -> int:
+    """The store's last event number (0 when it has none), through a DB-API connection."""
+    (top,) = conn.execute("SELECT MAX(seq) FROM events").fetchone()
+    return int(top or 0)
+
+
+def seen(state_dir: str, names: tuple[str, ...] = (SEQ_FILE, AHEAD_SEQ)) -> list[tuple[str, int]]:
+    """(file name, event number) of the sequence files there. Read them before the store: the
+    store only grows, so a number read first can never look ahead of it by a race."""
+    import os
+
+    found = []
+    for name in names:
+        try:
+            with open(os.path.join(state_dir, name), encoding="ascii") as handle:
+                text = handle.read(32).strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if text.isdigit():
+            found.append((name, int(text)))
+    return found
+
+
+def ahead(found: list[tuple[str, int]], store_seq: int) -> tuple[str, str] | None:
+    """(file name, why) for a snapshot that saw more of the store than it now has."""
+    for name, number in found:
+        if number > store_seq:
+            return name, (
+                f"the hook snapshot was written when the store held event #{number} ({name}), "
+                f"the store now ends at #{store_seq}: committed steps were lost (state.db-wal "
+                "deleted, or an older copy of state.db restored)"
+            )
+    return None
+
+
+def set_aside(state_dir: str) -> None:
+    """Keep a snapshot that is ahead of its store as evidence, where no hook reads it."""
+    import os
+    from contextlib import suppress
+
+    for name, kept in ((FILE_NAME, AHEAD_NAME), (SEQ_FILE, AHEAD_SEQ)):
+        with suppress(OSError):
+            os.replace(os.path.join(state_dir, name), os.path.join(state_dir, kept))
+
+
+AHEAD_HINT = (
+    "run 'taskgate recover --rebuild' (rebuilds the store from the views, proven against "
+    "git; the damaged store is kept aside), or restore state.db with its state.db-wal from a "
+    "backup. To accept the older store, move .taskgate/hook-snapshot* aside (and any "
+    "task views ahead of it)"
+)
+
+
 def file_text(conn: Any, loads: Callable[[str], Any]) -> str:
     """render(collect(conn, loads)) from a SQLite connection, the task lines concatenated by
     SQLite itself (issue 18: the hook's check at 10,000 tasks).

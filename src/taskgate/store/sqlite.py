@@ -403,6 +403,21 @@ class SqliteTx(Tx):
         )
         return EventRow(name, at, kind, payload, prev, digest, int(cur.lastrowid or 0))
 
+    def last_event_seq(self) -> int | None:
+        (top,) = self._c.execute("SELECT MAX(seq) FROM events").fetchone()
+        return int(top or 0)
+
+    def restore_event(self, row: EventRow) -> None:
+        """Insert an event exactly as recorded, seq and hashes included (`recover --rebuild`:
+        a chain restored from the views keeps what git anchored, and any break stays visible)."""
+        if row.kind in snapshot.EVENT_KINDS:
+            self.touches_snapshot = True
+        self._c.execute(
+            "INSERT INTO events (seq, task, at, kind, payload, prev_hash, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (row.seq, row.task, row.at, row.kind, _dump(row.payload), row.prev_hash, row.hash),
+        )
+
 
 class SqliteStore(Store):
     """The embedded default store at `<state dir>/state.db`."""
@@ -551,6 +566,11 @@ class SqliteStore(Store):
                 c.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
         try:
             text = snapshot.render(snapshot.collect(c, json.loads))
+            top = snapshot.last_seq(c)
+            state_dir = str(self.snapshot_path.parent)
+            if snapshot.ahead(snapshot.seen(state_dir, (snapshot.SEQ_FILE,)), top):
+                snapshot.set_aside(state_dir)  # issue 16: lost steps; evidence, never trusted
+                return "ahead"
             try:
                 current: str | None = self.snapshot_path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
@@ -559,6 +579,7 @@ class SqliteStore(Store):
                 return "unchanged"
             # Not fsynced: after a power loss an empty or missing file sends the hook to the
             # store, and an old one is caught by the next PostToolUse or SessionStart.
+            atomic_write(self.snapshot_path.with_name(snapshot.SEQ_FILE), f"{top}\n", durable=False)
             atomic_write(self.snapshot_path, text, durable=False)
             return "written" if current is None else "replaced"
         finally:
