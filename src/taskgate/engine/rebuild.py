@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ from typing import Any
 from taskgate.engine import anchor, views
 from taskgate.engine.core import Engine
 from taskgate.engine.workspace import Workspace, store_problem
-from taskgate.errors import Corrupted, EnvironmentFault, UsageError
+from taskgate.errors import Corrupted, EnvironmentFault, Locked, UsageError
 from taskgate.fsutil import read_json
 from taskgate.store import snapshot as hook_snapshot
 from taskgate.store.base import Conflict, StoreCorrupt, Tx
@@ -337,6 +339,28 @@ def rebuild(engine: Engine) -> RebuildResult:
         )
     if not ws.initialized and not ws.store_evidence():
         raise UsageError(f"taskgate is not initialised in {ws.repo}", hint="run 'taskgate init'")
+    with _exclusive(ws.state_dir / "rebuild.lock"):
+        return _rebuild(engine)  # judged under the lock: another rebuild may have run
+
+
+@contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """One rebuild at a time (the kernel drops the lock if this process dies)."""
+    import fcntl
+
+    with open(path, "a+b") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Locked(
+                "another 'taskgate recover --rebuild' is running",
+                hint="wait for it to finish, then run 'taskgate recover --rebuild' again",
+            ) from None
+        yield
+
+
+def _rebuild(engine: Engine) -> RebuildResult:
+    ws = engine.ws
     found = damage(ws)
     if not found:
         return RebuildResult("")
