@@ -268,7 +268,21 @@ def test_a_hook_snapshot_ahead_of_the_store_is_never_trusted(tmp_path: Path) -> 
     # A person accepts the older store the documented way for the views (issue 16) ...
     task_json = repo.task_dir(TASK) / "task.json"
     task_json.rename(task_json.with_suffix(".json.lost"))
-    # ... but the hook snapshot still shows the lost steps: exit 5, never re-rendered.
+    # ... but the hook snapshot still shows the lost steps: the next hook event finds them
+    # and appends nothing to the older store; commands exit 5.
+    events = len(dump(repo.path / DB)["events"])
+    post = {
+        "session_id": "s1",
+        "cwd": str(repo.worktree(TASK)),
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Write",
+        "tool_input": {"file_path": str(repo.worktree(TASK) / "notes.txt"), "content": "x"},
+        "tool_response": {"success": True},
+    }
+    hooked = repo.run("hook", "PostToolUse", session=None, stdin=json.dumps(post))
+    assert "committed steps were lost" in hooked.err  # said to the agent and the person
+    assert len(dump(repo.path / DB)["events"]) == events
+    assert not (state_dir / "hook-snapshot.json").exists()
     result = repo.run("status", TASK)
     assert result.code == 5, result.err
     text = " ".join(result.err.split())
