@@ -4,7 +4,10 @@
 With --scale (issue 18): the same transition on a task with 2,000 audit events and in a store
 with 10,000 other tasks, as ratios to a fresh repository, interleaved in one run.
 
+With --against=DIR: the same transition through this tree and another checkout, interleaved.
+
 Run: python bench/transition_latency.py [rounds] [--scale [--events=N] [--tasks=N]]
+     python bench/transition_latency.py [rounds] --against=DIR
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from common import ROOT, env, median_ms, scratch_repo, tg, timed
@@ -22,6 +26,9 @@ IMPORT_ROW = re.compile(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)")
 def main() -> int:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     rounds = int(args[0]) if args else 40
+    against = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--against=")), "")
+    if against:
+        return versus(rounds, Path(against).resolve())
     if "--scale" in sys.argv:
         sizes = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
         return scale(rounds, int(sizes.get("events", 2000)), int(sizes.get("tasks", 10_000)))
@@ -131,6 +138,51 @@ def scale(rounds: int, events: int, tasks: int) -> int:
     for name, samples in times.items():
         ms = median_ms(samples)
         print(f"{name:<28} median {ms:7.1f} ms   / fresh {ms / fresh:5.2f}")
+    return 0
+
+
+def _env_for(src: Path) -> dict[str, str]:
+    e = env()
+    e["PYTHONPATH"] = str(src)
+    return e
+
+
+def _timed_with(cmd: list[str], cwd: Path, src: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, env=_env_for(src), check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def versus(rounds: int, other: Path) -> int:
+    """The same transitions through this tree and another checkout (`--against=DIR`, e.g. a
+    `git worktree add` of an older commit), interleaved with `python3 -c pass` in one run."""
+    trees = {"this tree": ROOT / "src", f"{other.name}": other / "src"}
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(other / "src")], check=True,
+                   capture_output=True)  # fmt: skip
+    wts: dict[str, Path] = {}
+    for name, src in trees.items():
+        repo = scratch_repo()
+        for args in (["init"], ["start", "task-0"]):
+            subprocess.run([sys.executable, "-m", "taskgate", *args], cwd=repo,
+                           env=_env_for(src), check=True, capture_output=True)  # fmt: skip
+        wts[name] = repo / ".taskgate" / "tasks" / "task-0" / "code"
+        subprocess.run([sys.executable, "-m", "taskgate", "classify", "task-0"], cwd=wts[name],
+                       env=_env_for(src), check=True, capture_output=True)  # fmt: skip
+    base: list[float] = []
+    times: dict[str, list[float]] = {name: [] for name in trees}
+    cli = [sys.executable, "-m", "taskgate", "transition", "task-0"]
+    for _ in range(rounds):
+        for name, src in trees.items():
+            base.append(timed([sys.executable, "-c", "pass"], wts[name]))
+            times[name].append(_timed_with([*cli, "REQUIREMENTS"], wts[name], src))
+            times[name].append(
+                _timed_with([*cli, "CLASSIFIED", "--reason", "bench round trip"], wts[name], src)
+            )
+    print(f"transition through two trees, {rounds} rounds, interleaved")
+    print(f"python3 -c pass              median {median_ms(base):7.1f} ms")
+    for name, samples in times.items():
+        ms = median_ms(samples)
+        print(f"{name:<28} median {ms:7.1f} ms   / python {ms / median_ms(base):5.2f}")
     return 0
 
 
