@@ -84,7 +84,8 @@ COMMAND_MODULES = (
 
 # The module that registers each command, so `taskgate transition` imports one command module
 # instead of all of them (issue 18). A command missing here still works: every module is then
-# imported as before. tests/test_cli_parser.py checks this table against the register calls.
+# imported as before. tests/test_cli_parser.py checks this table against the register calls
+# (add a new command here with its module).
 _CORE, _CKP, _AUDIT, _GIT, _RUN = (
     "taskgate.cli.commands",
     "taskgate.cli.checkpoint_cmds",
@@ -107,6 +108,7 @@ COMMAND_MODULE = {
     "hook": "taskgate.cli.hook_cmds",
     "violations": "taskgate.cli.violation_cmds",
     "serve": "taskgate.cli.serve_cmds",
+    "migrate": "taskgate.cli.store_cmds",
 }  # fmt: skip
 
 
