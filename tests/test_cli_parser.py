@@ -28,6 +28,8 @@ def test_the_table_names_the_module_that_registers_each_command() -> None:
     seen: dict[str, str] = {}
     for module in main.COMMAND_MODULES:
         importlib.import_module(module).register(_Recorder(module, seen))
+    missing = {k: v for k, v in seen.items() if main.COMMAND_MODULE.get(k) != v}
+    assert not missing, f"add these to cli/main.COMMAND_MODULE: {missing}"
     assert seen == main.COMMAND_MODULE
 
 
