@@ -689,6 +689,21 @@ def test_hook_appended_events_are_the_chain_audit_verifies(impl: Repo) -> None:
     assert not _trail_check(impl, "hash-chain")["passed"]
 
 
+def test_audit_tells_a_lazily_rendered_view_from_an_edited_one(impl: Repo) -> None:
+    """A SubagentStop recorded without the engine appends an event without a sequence bump:
+    the views are behind by one event, which audit accepts; an edit to the same stale view
+    (anything but what an append changes) is still reported."""
+    shutil.rmtree(impl.path / ".taskgate" / "effects", ignore_errors=True)
+    view = impl.task_dir(TASK) / "task.json"
+    before = json.loads(view.read_text())
+    assert hook(impl, fixture("subagent_stop", impl)).out == ""
+    assert json.loads(view.read_text()) == before  # not rendered: one event behind
+    assert _trail_check(impl, "views")["passed"]
+    view.write_text(json.dumps({**before, "state": "COMPLETE"}))
+    evidence = [f["evidence"] for f in _trail_check(impl, "views")["findings"]]
+    assert any("'state' is \"COMPLETE\" in the view" in e for e in evidence), evidence
+
+
 def test_post_tool_use_detects_and_repairs_an_edited_view(impl: Repo) -> None:
     view = impl.task_dir(TASK) / "task.json"
     edited = json.loads(view.read_text())
@@ -807,8 +822,9 @@ def test_the_hook_process_loads_no_heavy_module(shared: Repo) -> None:
 
 def test_the_engine_path_events_load_no_heavy_module_in_their_usual_case(impl: Repo) -> None:
     """Issue 18: PostToolUse after an Edit (the tool usage recorded), SessionStart of a new
-    session and a prompt of a session holding no task answer without the engine, and without
-    what the PreToolUse path avoids (sqlite3's wrapper, json, re, typing, hashlib...)."""
+    session, a prompt of a session holding no task, Stop, SubagentStop and SessionEnd (their
+    events recorded) answer without the engine, and without what the PreToolUse path avoids
+    (sqlite3's wrapper, json, re, typing, hashlib...)."""
     heavy = {"re", "json", "sqlite3", "argparse", "typing", "dataclasses", "enum", "site",
              "ast", "subprocess", "hashlib", "contextlib", "taskgate.engine.core",
              "taskgate.store.records", "datetime", "shlex"}  # fmt: skip
@@ -820,6 +836,9 @@ def test_the_engine_path_events_load_no_heavy_module_in_their_usual_case(impl: R
         fixture("post_tool_use_write", impl, tool_input={"file_path": str(target)}),
         fixture("session_start", impl, session_id="fresh-session", source="startup"),
         fixture("user_prompt_submit", impl, session_id="fresh-session"),
+        fixture("stop", impl),
+        fixture("subagent_stop", impl),
+        fixture("session_end", impl),
     ]
     argv = shlex.split(default_program())
     for data in cases:
@@ -835,8 +854,15 @@ def test_the_engine_path_events_load_no_heavy_module_in_their_usual_case(impl: R
     with sqlite3.connect(impl.path / ".taskgate" / "state.db") as db:
         query = "SELECT payload FROM events WHERE task = ? AND kind = 'tool_usage'"
         paths = [json.loads(p)["file_path"] for (p,) in db.execute(query, (TASK,))]
+        kinds = [k for (k,) in db.execute("SELECT kind FROM events WHERE task = ?", (TASK,))]
     assert paths == [str(target)]
+    assert kinds[-2:] == ["subagent_stop", "session_end"]  # Stop records nothing
     assert "No active tasks" in context(hook(impl, cases[1]), "SessionStart")
+    assert (
+        f"still holds task '{TASK}' in IMPLEMENTATION"
+        in hook(impl, cases[3]).json()["systemMessage"]
+    )
+    assert _trail_check(impl, "hash-chain")["passed"] and _trail_check(impl, "views")["passed"]
 
 
 def test_hook_help_lists_the_events(shared: Repo) -> None:

@@ -275,10 +275,11 @@ def chain_findings(name: str, events: Sequence[EventRow]) -> list[ar.Finding]:
     return findings
 
 
-# What appending events without rendering (the PostToolUse hook, issue 18: hooks/quick.py)
-# changes in each view: a view behind the store that differs only there (tool_usage: the
-# view's entries are the first of the store's) is rendered lazily, by the next command that
-# reads the task, not edited. Any other difference is still reported.
+# What appending events without rendering (the hooks, issue 18: hooks/quick.py) changes in
+# each view: a view behind the store (an older sequence, or the same one with fewer events)
+# that differs only there (tool_usage: the view's entries are the first of the store's) is
+# rendered lazily, by the next command that reads the task, not edited. Any other difference
+# is still reported.
 _LAZY = {
     "task.json": frozenset({"_events", "updated_at"}),
     "audit-trail.json": frozenset({"events", "chain_head", "tool_usage", "store_record"}),
@@ -287,8 +288,13 @@ _LAZY = {
 
 def _lazily_stale(name: str, view: dict[str, Any], expected: dict[str, Any]) -> bool:
     seq, now = view.get("_seq"), expected.get("_seq")
-    if not (isinstance(seq, int) and isinstance(now, int) and seq < now):
+    if not (isinstance(seq, int) and isinstance(now, int) and seq <= now):
         return False
+    if seq == now:  # events appended without a sequence bump (SubagentStop, SessionEnd)
+        key = "_events" if "_events" in expected else "events"
+        count, wanted = view.get(key), expected.get(key)
+        if not (isinstance(count, int) and isinstance(wanted, int) and count < wanted):
+            return False
     lazy = _LAZY.get(name.rsplit("/", 1)[-1], frozenset())
     for key in (set(view) | set(expected)) - {"_note", "_seq"}:
         was, wanted = view.get(key), expected.get(key)

@@ -451,16 +451,33 @@ def _on_owned_task(
 
 def stop(data: dict[str, Any]) -> dict[str, Any] | None:
     """Warn when the session stops or ends holding a lock mid-phase (never blocks a stop)."""
+    from taskgate.hooks.quick import session_end
+
+    event = data.get("hook_event_name") or "Stop"
+    held = session_end(data, event)  # without the engine in the usual case (issue 18)
+    if held is None:
+        held = _stop_by_engine(data, event)
+    if len(held) != 2 or event == "SubagentStop" or held[1] in RESTING:
+        return None
+    name, state = held
+    return {
+        "systemMessage": f"taskgate: this session still holds task '{name}' in "
+        f"{state}; a new session resumes it with 'taskgate start {name}' "
+        "(the lock never expires, R-LCK-21)"
+    }
+
+
+def _stop_by_engine(data: dict[str, Any], event: str) -> tuple[str, ...]:
+    """The session's task (name, state) after recording the event, () without one."""
     from taskgate.hooks.record import record_event
 
     engine = _engine(data)
     if engine is None:
-        return None
-    event = data.get("hook_event_name") or "Stop"
+        return ()
     try:
         owned = _owned(engine)
         if len(owned) != 1:
-            return None
+            return ()
         row = owned[0]
         if event == "SubagentStop":
             record_event(
@@ -469,16 +486,9 @@ def stop(data: dict[str, Any]) -> dict[str, Any] | None:
                 "subagent_stop",
                 {"agent": data.get("agent_type") or "", "agent_id": data.get("agent_id")},
             )
-            return None
-        if event == "SessionEnd":
+        elif event == "SessionEnd":
             record_event(engine, row.name, "session_end", {"reason": data.get("reason", "")})
-        if row.state in RESTING:
-            return None
-        return {
-            "systemMessage": f"taskgate: this session still holds task '{row.name}' in "
-            f"{row.state}; a new session resumes it with 'taskgate start {row.name}' "
-            "(the lock never expires, R-LCK-21)"
-        }
+        return (row.name, row.state)
     finally:
         engine.close()
 

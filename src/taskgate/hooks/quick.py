@@ -28,6 +28,10 @@ SessionStart (`session_start`): a new session holds no task (the usual case: `st
 then the answer is the snapshot check and one line. A session holding a task gets its
 resume text from the engine (engine/status.recovery_hint).
 
+Stop, SubagentStop, SessionEnd (`session_end`): the session's task from the snapshot (Stop,
+after every turn), or one event appended (SubagentStop, SessionEnd) as the engine's step would,
+unless the session has a guarded effect-check baseline (the engine's step compares it first).
+
 UserPromptSubmit (`holds_no_task`): every prompt of a session holding a task is the
 person's word on it and goes to the engine (recorded, judged, anchored); a session holding
 no task has nothing to record, which the hook snapshot answers without SQLite.
@@ -94,13 +98,15 @@ def record(data: dict[str, Any], analysis: Analysis | None) -> str | None:
     when the engine's path must do it."""
     paths = written(data, analysis)
     if paths is None:
-        return _engine_path("the call's writes are not known")
+        _engine_path("the call's writes are not known")
+        return None
     try:
         layout = workspace(data["cwd"])
     except LookupError:
         return ""
     if layout is None or _touches_store(paths, layout):
-        return _engine_path("PostgreSQL, or a write into the store or a view")
+        _engine_path("PostgreSQL, or a write into the store or a view")
+        return None
     from taskgate.store import hook_tx
 
     session = str(data["session_id"])
@@ -119,9 +125,8 @@ def record(data: dict[str, Any], analysis: Analysis | None) -> str | None:
             name, state, seq = owned[0]
             rendered = hook_tx.view_seq(os.path.join(layout.tasks_root, name))
             if rendered is not None and rendered > seq:  # lost steps: StoreLost is the engine's
-                return _engine_path(
-                    f"task.json was rendered at seq {rendered}, the store is at {seq}"
-                )
+                _engine_path(f"task.json was rendered at seq {rendered}, the store is at {seq}")
+                return None
             agent = str(data.get("agent_type") or "main")
             worktree = os.path.join(layout.tasks_root, name, "code")
             recovery = (
@@ -138,18 +143,18 @@ def record(data: dict[str, Any], analysis: Analysis | None) -> str | None:
             tx.touch(name, seq, at)
             tx.commit()
     except errors as exc:
-        return _engine_path(exc)
+        _engine_path(exc)
+        return None
     _rebaseline(layout, session, name)
     return ""
 
 
-def _engine_path(why: object) -> str | None:
-    """None: the engine's path answers; with TASKGATE_DEBUG set, why on stderr."""
+def _engine_path(why: object) -> None:
+    """The engine's path answers: with TASKGATE_DEBUG set, say why on stderr."""
     if os.environ.get("TASKGATE_DEBUG"):
         import sys
 
         print(f"taskgate hook: the engine's path answers: {why}", file=sys.stderr)
-    return None
 
 
 NO_TASK = "No active tasks for current session (taskgate todo lists the tasks)"
@@ -199,6 +204,66 @@ def holds_no_task(data: dict[str, Any]) -> bool:
     index = snapshot.read(layout.state_dir, loads)
     session = str(data["session_id"])
     return index is not None and all(t["session"] != session for t in index.held)
+
+
+def session_end(data: dict[str, Any], event: str) -> tuple[str, ...] | None:
+    """Stop, SubagentStop, SessionEnd: () when the session holds no task (or `cwd` is in no
+    workspace), (name, state) of the one it holds after recording what the engine's path
+    records (hooks/record.record_event: `subagent_stop`, `session_end`, each its own event);
+    None when the engine's path must answer. Stop records nothing: the snapshot's first line
+    answers it without SQLite."""
+    try:
+        layout = workspace(data["cwd"])
+    except LookupError:
+        return ()
+    if layout is None:
+        return None
+    session = str(data["session_id"])
+    if event == "Stop":
+        from taskgate.hooks.jsonio import loads
+        from taskgate.store import snapshot
+
+        index = snapshot.read(layout.state_dir, loads)
+        if index is None:
+            return None
+        mine = [t for t in index.held if t["session"] == session]
+        return (str(mine[0]["name"]), str(mine[0]["state"])) if len(mine) == 1 else ()
+    from taskgate.hooks import effects
+
+    base = effects.load(effects.baseline_path(layout.state_dir, session))
+    if base is not None and base.get("guarded"):
+        _engine_path("a guarded baseline: the engine's step compares it first")
+        return None
+    if event == "SubagentStop":
+        kind = "subagent_stop"
+        payload = {"agent": data.get("agent_type") or "", "agent_id": data.get("agent_id")}
+    else:
+        kind, payload = "session_end", {"reason": data.get("reason", "")}
+    from taskgate.store import hook_tx
+
+    try:
+        import _sqlite3
+
+        errors: tuple[type[Exception], ...] = (hook_tx.Unusable, _sqlite3.Error)
+    except ImportError:  # pragma: no cover - other interpreters
+        errors = (hook_tx.Unusable,)
+    try:
+        with hook_tx.HookTx(layout.state_dir) as tx:
+            owned = tx.held_by(session)
+            if len(owned) != 1:
+                return ()
+            name, state, seq = owned[0]
+            rendered = hook_tx.view_seq(os.path.join(layout.tasks_root, name))
+            if rendered is not None and rendered > seq:
+                _engine_path(f"task.json rendered at seq {rendered}, the store at {seq}")
+                return None
+            tx.append_event(name, kind, {"session": session, **payload}, hook_tx.now())
+            tx.commit()
+    except errors as exc:
+        _engine_path(exc)
+        return None
+    _rebaseline(layout, session, name)
+    return (name, state)
 
 
 def _touches_store(paths: list[str], layout: Layout) -> bool:
