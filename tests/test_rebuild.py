@@ -321,3 +321,38 @@ def test_the_hook_snapshot_is_not_mistaken_for_lost_steps(repo: Repo) -> None:
     started = repo.run("hook", "SessionStart", session=None, stdin=json.dumps(data))
     assert started.code == 0 and "changed outside taskgate" not in started.out
     assert int(seq_file.read_text()) == seen and snap_file.read_text() == text  # not rewritten
+
+
+def test_a_lost_wal_over_two_tasks_keeps_both(tmp_path: Path) -> None:
+    """One task's steps survive in the old store, the other's only in its views: each comes
+    from where it is newest, event numbers kept across tasks, nothing lost or made up."""
+    from conftest import make_repo
+    from flow import to_classified
+
+    repo = make_repo(tmp_path / "repo")
+    repo.ok("start", TASK, session="s1")
+    to_classified(repo, "fix-typo", session="s2")
+    checkpoint_copy(repo, tmp_path / "old.db")
+    repo.ok("classify", TASK, session="s1", cwd=repo.worktree(TASK))  # only in the lost WAL
+    before = dump(repo.path / DB)
+    lose_wal(repo, tmp_path / "old.db")
+    out = repo.run("recover", "--rebuild", "--json")
+    assert out.code == 4, out.out + out.err  # nothing was anchored: no checkpoint yet
+    tasks = {t["task"]: t for t in out.json()["tasks"]}
+    assert tasks[TASK]["source"] == "views" and tasks["fix-typo"]["source"] == "store"
+    assert any("holds no anchor" in p for p in tasks[TASK]["problems"])
+    after = dump(repo.path / DB)
+    for table in ("transitions", "agents", "verdicts", "presentations", "approvals"):
+        assert after[table] == before[table], table
+    restored = [e for e in after["events"] if e["kind"] != "recovery"]
+    assert restored == before["events"]  # both tasks' events, numbers interleaved as before
+    assert {t["name"]: t["state"] for t in after["tasks"]} == {
+        TASK: "CLASSIFIED",
+        "fix-typo": "CLASSIFIED",
+    }
+    audit = repo.run("audit", "--json")
+    verdicts = {t["task"]: t["verdict"] for t in audit.json()["tasks"]}
+    assert verdicts[TASK] == "FAILED"
+    failed = {c["id"] for c in audit.json()["tasks"][0]["checks"] if not c["passed"]}
+    assert "rebuild" in failed
+    repo.ok("transition", TASK, "REQUIREMENTS", session="s1", cwd=repo.worktree(TASK))
