@@ -209,3 +209,19 @@ def test_the_client_that_spawned_the_hook_is_registered_for_the_door(
     identity = json.loads((registry / name).read_text())
     assert identity["kind"] == "client" and identity["session"] == "s1"
     assert name == f"{identity['pid']}-{identity['started']}.json"
+
+
+def test_a_task_the_session_claims_later_fails_its_audit_too(repo: Repo) -> None:
+    """The session held no task at SessionStart (the repository's trail has the record); the
+    task it claims afterwards was worked on unguarded, so its audit fails too."""
+    edit(settings(), _remove("PreToolUse"))
+    session_start(repo, "s9")
+    repo.ok("start", "fix-typo", session="s9")
+    audit = repo.run("audit", "fix-typo", "--json")
+    assert audit.code == 1
+    guards = next(c for c in audit.json()["tasks"][0]["checks"] if c["id"] == "guards")
+    evidence = guards["findings"][0]["evidence"]
+    assert evidence.startswith("repository trail event") and "session s9" in evidence
+    # s1's task, which s9 never touched, still passes the check.
+    other = repo.run("audit", TASK, "--json").json()["tasks"][0]["checks"]
+    assert next(c for c in other if c["id"] == "guards")["passed"]

@@ -88,23 +88,16 @@ def audit(engine: Engine, task: str | None = None) -> list[TaskAudit]:
     """Audit one task or every task (and then the repository's own trail); reads only."""
     if task is not None:
         engine.check_task_name(task)
-    audits = [audit_snapshot(engine.ws, snap) for snap in read_snapshots(engine.ws, task)]
+    snaps = read_snapshots(engine.ws, task)
+    repository = guard_trail.read_repository_events(engine.ws)
+    audits = [audit_snapshot(engine.ws, snap, repository) for snap in snaps]
     if task is None:
-        audits += audit_repository(engine.ws)
+        audits += audit_repository(repository)
     return audits
 
 
-def audit_repository(ws: Workspace) -> list[TaskAudit]:
-    """The repository's trail (engine/guard_trail.py), when it has events: its chain and
-    the guard records on it."""
-    store = open_store(ws, timeout=60.0, read_only=True)
-    try:
-        with store.read() as tx:
-            events = guard_trail.repository_events(tx)
-    except StoreCorrupt as exc:
-        raise Corrupted(f"the store cannot be read: {exc}", hint="run 'taskgate recover'") from exc
-    finally:
-        store.close()
+def audit_repository(events: Sequence[EventRow]) -> list[TaskAudit]:
+    """The repository's trail, when it has events: its chain and the guard records on it."""
     if not events:
         return []
     chain = ar.CheckResult(
@@ -113,50 +106,21 @@ def audit_repository(ws: Workspace) -> list[TaskAudit]:
         ("R-AUD-01",),
         tuple(chain_findings(guard_trail.REPOSITORY, events)),
     )
-    return [TaskAudit(guard_trail.REPOSITORY, "-", (chain, check_guards(events)))]
+    return [TaskAudit(guard_trail.REPOSITORY, "-", (chain, guard_trail.check_guards(events)))]
 
 
-def check_guards(events: Sequence[EventRow]) -> ar.CheckResult:
-    """Hook settings found removed, changed or off at a SessionStart fail (the session may
-    have run unguarded); requests the agent door refused for their identity are noted."""
-    findings: list[ar.Finding] = []
-    notes: list[str] = []
-    for e in events:
-        if e.kind == guard_trail.HOOKS_CHANGED:
-            problems = e.payload.get("problems") or []
-            findings.append(
-                ar.Finding(
-                    f"event #{e.seq} at {e.at}: session {e.payload.get('session', '?')} started "
-                    f"with taskgate's hook settings changed: {'; '.join(map(str, problems))}",
-                    "run 'taskgate hooks install' (and 'taskgate hooks status'), then review "
-                    "what that session did",
-                    "a hook entry was removed, edited or switched off (disableAllHooks) outside "
-                    "'taskgate hooks install'",
-                )
-            )
-        elif e.kind == guard_trail.DOOR_REFUSED:
-            notes.append(
-                f"event #{e.seq} at {e.at}: the agent door refused {e.payload.get('argv')} "
-                f"[{e.payload.get('rule')}] {e.payload.get('reason')}"
-            )
-    return ar.CheckResult(
-        "guards",
-        "the hook settings were in place at every SessionStart; identities at the agent door",
-        ("R-LCK-09", "R-REC-14"),
-        tuple(findings),
-        tuple(notes),
-    )
-
-
-def audit_snapshot(ws: Workspace, snap: TaskSnapshot) -> TaskAudit:
-    """Every check for one task: the pure protocol checks plus chain, views and git."""
+def audit_snapshot(
+    ws: Workspace, snap: TaskSnapshot, repository: Sequence[EventRow] = ()
+) -> TaskAudit:
+    """Every check for one task: the pure protocol checks plus chain, views and git; with the
+    repository's trail, its hook-settings records of the sessions that worked on the task."""
     checks = [
         check_hash_chain(snap),
         *ac.run_checks(audit_input(ws, snap)),
         check_views(ws, snap),
         check_git(ws, snap),
         check_anchor(ws, snap),  # engine/anchor.py (issue 14)
-        check_guards(snap.events),  # engine/guard_trail.py (issue 14)
+        guard_trail.check_guards(snap.events, guard_trail.linked(snap, repository)),
     ]
     if any(_rebuilds(snap)):  # issue 16: the store was rebuilt from the views
         checks.append(check_rebuild(snap))
