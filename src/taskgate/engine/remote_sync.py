@@ -357,7 +357,10 @@ def _restore_docs(engine: Engine, task: str) -> None:
     listing = git("ls-tree", "-z", fetched, cwd=repo).stdout
     for entry in filter(None, listing.split("\0")):
         meta, _, name = entry.partition("\t")
-        if meta.split()[1] != "blob" or "/" in name or name in _VIEWS:
+        mode, kind = meta.split()[:2]
+        if kind != "blob" or mode != "100644" or "/" in name or name.startswith("."):
+            continue  # only plain files this code wrote (no links, no dot names)
+        if name in _VIEWS:
             continue
         text = git("cat-file", "blob", meta.split()[2], cwd=repo).stdout
         target = folder / name
