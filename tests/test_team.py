@@ -332,6 +332,9 @@ def test_hand_over_a_task_killed_mid_complete_to_another_machine(
     assert audit.code == 0, audit.out + audit.err
     beta.ok("cleanup", "t1", session="b1")  # the whole lifecycle ends on the other machine
     assert state(beta, "t1") == "CLEANUP"
+    heads = git(remote, "for-each-ref", "--format=%(refname)", "refs/heads").split()
+    assert heads == ["refs/heads/main"]  # T and T-A deleted on the remote too
+    assert git(remote, "rev-parse", "refs/taskgate/docs/t1")  # the documents are kept
 
 
 def test_hand_over_mid_work_a_release_on_the_owners_machine_pushes_what_it_has(

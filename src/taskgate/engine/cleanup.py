@@ -428,6 +428,10 @@ def _remove(engine: Engine, task: str, *, quarantine: bool, build: dict[str, Any
             if item.tip and ops.delete_ref(repo, f"refs/heads/{item.branch}", item.tip):
                 deleted.append(item.branch)
     failpoints.hit("cleanup:after-branches")
+    from taskgate.engine import remote_sync  # issue 20: a team's remote forgets them too
+
+    gone = {i.branch: str(i.tip) for i in items if i.branch in deleted}
+    remote_sync.forget_branches(engine, gone)
     return _finish(
         engine,
         engine.require_snapshot(task),

@@ -373,6 +373,28 @@ def _restore_docs(engine: Engine, task: str) -> None:
     _fast_forward_ref(engine, DOCS_PREFIX + task, fetched)
 
 
+def forget_branches(engine: Engine, tips: dict[str, str]) -> list[str]:
+    """After cleanup deleted T and T-A here: delete them on the shared remote too, each only
+    while it still holds the tip cleanup inspected (a branch someone pushed to since stays).
+    Best effort: the task is done, so a remote that does not answer only keeps the branches."""
+    remote = team_remote(engine)
+    if remote is None or not tips:
+        return []
+    try:
+        there = _remote_refs(engine, remote, [f"refs/heads/{b}" for b in tips])
+        gone = [b for b, tip in tips.items() if there.get(f"refs/heads/{b}") == tip]
+        if not gone:
+            return []
+        leases = [f"--force-with-lease=refs/heads/{b}:{tips[b]}" for b in gone]
+        done = _network(engine, remote, "push", "--porcelain", *leases, remote,
+                        *(f":refs/heads/{b}" for b in gone))  # fmt: skip
+    except RemoteUnreachable:
+        return []
+    refused = {line.split("\t")[1].split(":")[-1] for line in done.stdout.splitlines()
+               if line.startswith("!") and "\t" in line}  # fmt: skip
+    return [b for b in gone if f"refs/heads/{b}" not in refused]
+
+
 # -- complete on a team ------------------------------------------------------------------------
 
 
