@@ -356,3 +356,52 @@ def test_a_lost_wal_over_two_tasks_keeps_both(tmp_path: Path) -> None:
     failed = {c["id"] for c in audit.json()["tasks"][0]["checks"] if not c["passed"]}
     assert "rebuild" in failed
     repo.ok("transition", TASK, "REQUIREMENTS", session="s1", cwd=repo.worktree(TASK))
+
+
+def test_rebuild_is_for_the_embedded_store_only(repo: Repo) -> None:
+    """A PostgreSQL store is restored from the database's own backups (docs/teams.md)."""
+    from taskgate.store.select import ENV_VAR
+
+    url = "postgresql://nobody@127.0.0.1:1/none"  # never contacted: refused before
+    result = repo.run("recover", "--rebuild", env={ENV_VAR: url})
+    assert result.code == 2 and "embedded store" in result.err and "backups" in result.err
+    assert aside_dirs(repo) == []
+
+
+def test_an_approval_added_to_the_views_is_restored_revoked(tmp_path: Path) -> None:
+    """A view edited to hold an approval the chain never recorded (an unconfined agent can
+    write the views) is kept, but revoked: after the rebuild it opens no gate, and audit says
+    why."""
+    from conftest import make_repo
+    from flow import to_synthesis
+
+    repo = make_repo(tmp_path / "repo")
+    to_synthesis(repo, TASK)
+    repo.ok("present", TASK)  # anchored: the chain up to the presentation is proven
+    db = repo.path / DB
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    trail_path = repo.task_dir(TASK) / "audit-trail.json"
+    trail = json.loads(trail_path.read_text())
+    record = trail["store_record"]
+    shown = record["presentations"][-1]
+    record["approvals"].append(
+        {"task": TASK, "kind": "plan", "bound_to": shown["bound_to"], "id": 1,
+         "presented_at": shown["at"], "approved_at": shown["at"], "provenance": "terminal",
+         "message_hash": "", "revoked_at": None, "revoke_reason": ""}
+    )  # fmt: skip
+    trail_path.write_text(json.dumps(trail))
+    out = repo.run("recover", "--rebuild", "--json")
+    assert out.code == 4, out.out + out.err
+    (task,) = out.json()["tasks"]
+    assert task["unproven_events"] == []  # the chain itself is intact and anchored
+    assert any("recorded by no proven event" in p for p in task["problems"])
+    (row,) = dump(db)["approvals"]  # kept, never dropped ...
+    assert row["provenance"] == "terminal" and row["revoked_at"]  # ... but it approves nothing
+    assert not (repo.task_dir(TASK) / "user-plan-approval-obtained.flag").exists()
+    refused = repo.run("transition", TASK, "IMPLEMENTATION", cwd=repo.worktree(TASK))
+    assert refused.code == 1, refused.err
+    audit = repo.run("audit", TASK, "--json")
+    checks = {c["id"]: c for c in audit.json()["tasks"][0]["checks"]}
+    assert not checks["rebuild"]["passed"]
+    assert "recorded by no proven event" in checks["rebuild"]["findings"][0]["evidence"]

@@ -26,7 +26,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,7 @@ class TaskRebuild:
     anchored: int | None = None  # the seq of the event git anchors, when it is in the chain
     unproven: list[int] = field(default_factory=list)  # event seqs no anchor covers
     problems: list[str] = field(default_factory=list)  # why (parts of) it cannot be proven
+    unbacked: list[int] = field(default_factory=list)  # approvals no proven event records
 
     @property
     def proven(self) -> bool:
@@ -270,7 +271,7 @@ def prove(ws: Workspace, snap: TaskSnapshot, result: TaskRebuild) -> None:
             )
     result.unproven = [e.seq for e in events[covered:]]
     proven = events[:covered]
-    for a in snap.approvals:  # an approval counts only if a proven event records it
+    for i, a in enumerate(snap.approvals):  # an approval counts only if a proven event has it
         if not any(
             e.kind == "approval"
             and e.payload.get("kind") == a.kind
@@ -281,7 +282,9 @@ def prove(ws: Workspace, snap: TaskSnapshot, result: TaskRebuild) -> None:
             result.problems.append(
                 f"the {a.kind} approval bound to {a.bound_to[:12]} ({a.provenance}, "
                 f"{a.approved_at}) is recorded by no proven event"
+                + ("; restored revoked: it approves nothing" if a.revoked_at is None else "")
             )
+            result.unbacked.append(i)
     moves = [e.payload.get("to") for e in proven if e.kind == "transition"]
     tail = [e for e in events[covered:] if e.kind == "transition"]
     if moves and not tail and moves[-1] != snap.task.state:
@@ -291,6 +294,21 @@ def prove(ws: Workspace, snap: TaskSnapshot, result: TaskRebuild) -> None:
 
 
 # -- writing -------------------------------------------------------------------------------------
+
+
+def _distrust(snap: TaskSnapshot, item: TaskRebuild, now: str) -> TaskSnapshot:
+    """An approval no proven event records is kept, but revoked: a view edited to add one
+    (an agent outside a sandbox can write the views) must not open a gate after a rebuild."""
+    if not item.unbacked:
+        return snap
+    why = "restored by recover --rebuild: no event proven against git records it"
+    rows = tuple(
+        replace(a, revoked_at=now, revoke_reason=why)
+        if i in item.unbacked and a.revoked_at is None
+        else a
+        for i, a in enumerate(snap.approvals)
+    )
+    return replace(snap, approvals=rows)
 
 
 def _insert(tx: Tx, snap: TaskSnapshot) -> None:
@@ -379,7 +397,7 @@ def _rebuild(engine: Engine) -> RebuildResult:
             continue
         item.state, item.seq, item.events = snap.task.state, snap.task.seq, len(snap.events)
         prove(ws, snap, item)
-        chosen.append((snap, item))
+        chosen.append((_distrust(snap, item, engine.now()), item))
     stamp = engine.now().replace("-", "").replace(":", "")
     work = ws.state_dir / f"rebuild-{stamp}"
     work.mkdir(parents=True, exist_ok=False)
