@@ -46,3 +46,9 @@ def test_an_audit_trail_shape() -> None:
         ], "tuple": ("a", 1), "subclass": type("S", (str,), {})("x"),
     }  # fmt: skip
     assert pretty_json(trail) == _reference(trail)
+
+
+def test_repeated_shapes_and_percent_signs() -> None:
+    rows = [{"a%s": i, "%": "x%d", "nested": {"%(k)s": [i, {"a%s": None}]}} for i in range(3)]
+    value = {"rows": rows, "again": {"rows": rows}, "%": "%%"}
+    assert pretty_json(value) == _reference(value)

@@ -31,6 +31,7 @@ def _write_view(path: Path, data: Any) -> None:
 
 _CONSTANTS = {None: "null", True: "true", False: "false"}
 _STR_KEYS = {str}
+_TEMPLATES: dict[tuple[tuple[str, ...], str], str] = {}
 
 
 def pretty_json(value: Any, indent: str = "\n") -> str:
@@ -43,14 +44,28 @@ def pretty_json(value: Any, indent: str = "\n") -> str:
     if kind is dict:
         if not value:
             return "{}"
-        if set(map(type, value)) == _STR_KEYS:
+        keys = tuple(sorted(value)) if set(map(type, value)) == _STR_KEYS else None
+        if keys is not None:
+            # The text around the values, per key set and depth: audit trails and store
+            # records repeat a few shapes thousands of times.
+            template = _TEMPLATES.get((keys, indent))
             inner = indent + "  "
-            parts = []
-            for key in sorted(value):
-                item = value[key]  # a str value inline: most of an audit trail's values
-                text = _escape(item) if type(item) is str else pretty_json(item, inner)
-                parts.append(f"{inner}{_escape(key)}: {text}")
-            return "{" + ",".join(parts) + indent + "}"
+            if template is None:
+                if len(_TEMPLATES) > 1024:
+                    _TEMPLATES.clear()
+                template = (
+                    "{"
+                    + ",".join(f"{inner}{_escape(k)}: ".replace("%", "%%") + "%s" for k in keys)
+                    + indent
+                    + "}"
+                )
+                _TEMPLATES[(keys, indent)] = template
+            return template % tuple(
+                [  # a str value inline: most of an audit trail's values
+                    _escape(item) if type(item) is str else pretty_json(item, inner)
+                    for item in map(value.__getitem__, keys)
+                ]
+            )
     elif kind is str:
         return _escape(value)
     elif kind is list:
