@@ -208,10 +208,8 @@ def session_start(data: dict[str, Any]) -> dict[str, Any] | None:
 
 def _session_start(data: dict[str, Any]) -> dict[str, Any] | None:
     _export_session(data["session_id"])
-    notes: list[str] = []  # lines before the session's state: checks of the session's setup
     state = _session_state(data)
-    lines = [*notes, state] if state else notes
-    return _context_output("SessionStart", "\n".join(lines)) if lines else None
+    return _context_output("SessionStart", state) if state else None
 
 
 def _session_state(data: dict[str, Any]) -> str | None:
