@@ -278,6 +278,20 @@ def test_a_registration_naming_another_process_is_not_trusted(tmp_path: Path) ->
     assert not stale.alive()
 
 
+def test_a_peer_that_exited_is_not_alive_even_if_its_pid_comes_back() -> None:
+    """With a pidfd (what SO_PEERPIDFD gives the door) the peer is the process, not the pid."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    peer = peers.Peer(child.pid, os.getuid(), os.pidfd_open(child.pid))
+    try:
+        assert peer.alive()
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        assert not peer.alive()
+    finally:
+        peer.close()
+    assert peer.pidfd is None
+
+
 def test_the_clients_sandbox_denies_writing_the_registrations() -> None:
     layout = Layout("/r", "/r/.git", "/r/.taskgate", "/r/.taskgate/tasks")
     assert "/r/.taskgate/peers" in protected_paths(layout, home="/h")

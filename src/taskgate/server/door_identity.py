@@ -50,11 +50,11 @@ def judge(args: argparse.Namespace, claimed: str, identity: Identity | None) -> 
     for claim in (claimed, flagged if isinstance(flagged, str) else ""):
         claim = claim.strip()
         if claim and claim != identity.session:
-            proven = f"session '{identity.session}'" if identity.session else "no session"
+            proven = "" if identity.session else ", which has no session"
             return Violation(
                 RULE,
-                f"the request claims session '{claim}' but comes from {identity.describe()}, "
-                f"which has {proven}",
+                f"the request claims session '{claim}' but comes from "
+                f"{identity.describe()}{proven}",
             )
     task = getattr(args, "task", None)
     if identity.kind == RUN and task != identity.task:
