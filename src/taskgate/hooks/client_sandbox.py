@@ -25,13 +25,16 @@ entries that are not ours (STYLE.md 8).
 
 from __future__ import annotations
 
-import copy
 import os
-import shutil
 import sys
-from typing import Any
 
 from taskgate.hooks.policy import Layout
+
+# copy, shutil and typing are imported where used: the SessionStart hook reads these settings
+# (hooks/settings_check.py) and would pay ~40 ms for them (issue 14).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 STORE_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal", "hook-snapshot.json")
 VIEWS = ("task.json", "audit-trail.json", "*.flag", "agents/*/status.json")
@@ -74,6 +77,8 @@ def unsupported() -> str:
         return ""
     if not sys.platform.startswith("linux"):
         return f"Claude Code's sandbox does not run on {sys.platform}"
+    import shutil
+
     missing = [tool for tool in ("bwrap", "socat") if shutil.which(tool) is None]
     if missing:
         return (
@@ -126,6 +131,8 @@ def codex_sandbox_settings(layout: Layout) -> dict[str, Any]:
 def merge_settings(existing: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
     """`existing` with `ours` added: tables merged, list entries appended once, our scalars
     set (a security setting is not left to the value it had). `existing` is not changed."""
+    import copy
+
     merged = copy.deepcopy(existing)
     for key, value in ours.items():
         current = merged.get(key)
@@ -141,6 +148,8 @@ def merge_settings(existing: dict[str, Any], ours: dict[str, Any]) -> dict[str, 
 def unmerge_settings(existing: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
     """`existing` without what `merge_settings` added: our list entries, and our scalars where
     they still hold our value; tables left empty are removed."""
+    import copy
+
     result = copy.deepcopy(existing)
     for key, value in ours.items():
         if key not in result:
