@@ -10,6 +10,10 @@ Run: python bench/confinement.py [runs]
    against `"none"`, alternating.
 3. One agent invocation (a command agent that writes its requirement report and commits),
    confined against unconfined, alternating, through `taskgate.agents.invoke.invoke`.
+4. The demo's tasks with the built-in agents (no agent process): what differs is the
+   `[validation]` build (and the build on main) running confined or not, `[agents] sandbox =
+   "bwrap"` against `"none"`, alternating.
+5. One `taskgate validate` of a small pytest suite, confined against unconfined, alternating.
 """
 
 from __future__ import annotations
@@ -77,6 +81,61 @@ def demo_tasks(setting: str) -> float:
     return cli(path, "run", "--all", "--yes")
 
 
+def demo_builds(setting: str) -> float:
+    """The demo's tasks with the built-in agents, the builds confined by `sandbox = setting`."""
+    path = create_sample(
+        Path(tempfile.mkdtemp(prefix="taskgate-bench-build-")) / "textkit", auto_approve=True
+    )
+    toml = path / "taskgate.toml"
+    toml.write_text(toml.read_text() + f'sandbox = "{setting}"\n')
+    subprocess.run(["git", "commit", "-qam", "sandbox"], cwd=path, env=env(), check=True)
+    cli(path, "init")
+    return cli(path, "run", "--all", "--yes")
+
+
+SUITE = """
+def test_one():
+    assert 1 + 1 == 2
+
+
+def test_two():
+    assert "a".upper() == "A"
+"""
+
+
+def validation_env() -> Path:
+    """The demo repository with a small pytest suite committed on main."""
+    root = Path(tempfile.mkdtemp(prefix="taskgate-bench-validate-"))
+    path = create_sample(root / "textkit", auto_approve=True)
+    cli(path, "init")
+    (path / "test_suite_bench.py").write_text(SUITE)
+    subprocess.run(["git", "add", "."], cwd=path, env=env(), check=True)
+    subprocess.run(["git", "commit", "-qm", "suite"], cwd=path, env=env(), check=True)
+    return path
+
+
+def validate_once(path: Path, setting: str) -> float:
+    """One run of the suite in a linked worktree, as `taskgate validate` runs its commands
+    (agents/build_sandbox.py), confined or not."""
+    from taskgate.agents import build_sandbox
+    from taskgate.agents.sandbox import Choice
+
+    ws = find_workspace(path)
+    conf = (build_sandbox.of(ws) if setting == "bwrap"
+            else build_sandbox.Confinement(Choice(False, "bench")))  # fmt: skip
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_suite_bench.py"]
+    worktree = path / ".taskgate" / "bench-validate"
+    if not worktree.exists():
+        subprocess.run(["git", "worktree", "add", "-q", "-b", "bench-validate", str(worktree)],
+                       cwd=path, env=env(), check=True)  # fmt: skip
+    start = time.perf_counter()
+    result, outcome = conf.run(cmd, cwd=worktree, env=env(), timeout=300)
+    elapsed = time.perf_counter() - start
+    assert result.ok, result.stdout + result.stderr
+    assert outcome.mode == ("confined" if setting == "bwrap" else "unconfined")
+    return elapsed
+
+
 def one_invocation_env() -> tuple[Path, str]:
     """A repository with a started task at REQUIREMENTS and an agent worktree."""
     root = Path(tempfile.mkdtemp(prefix="taskgate-bench-one-"))
@@ -139,6 +198,17 @@ def main() -> int:
     for i in range(max(5, runs * 3)):
         one_u.append(invocation(path, agent, "none", 2 * i + 1))
         one_c.append(invocation(path, agent, "bwrap", 2 * i + 2))
+    build_c: list[float] = []
+    build_u: list[float] = []
+    for _ in range(runs):
+        build_u.append(demo_builds("none"))
+        build_c.append(demo_builds("bwrap"))
+    vpath = validation_env()
+    val_c: list[float] = []
+    val_u: list[float] = []
+    for _ in range(max(5, runs * 3)):
+        val_u.append(validate_once(vpath, "none"))
+        val_c.append(validate_once(vpath, "bwrap"))
     med = statistics.median
     print(f"confinement overhead, {runs} runs (medians; bubblewrap {sandbox.probe()[0]}):")
     print(f"  taskgate demo --yes (built-in agents, no agent process)   {med(demo_times):6.2f} s")
@@ -150,6 +220,15 @@ def main() -> int:
         f"  one agent invocation ({len(one_c)} each): unconfined {med(one_u) * 1000:6.1f} ms, "
         f"confined {med(one_c) * 1000:6.1f} ms, ratio {med(one_c) / med(one_u):.2f}, "
         f"+{(med(one_c) - med(one_u)) * 1000:.1f} ms"
+    )
+    print(
+        f"  demo tasks, built-in agents, builds: unconfined {med(build_u):6.2f} s, "
+        f"confined {med(build_c):6.2f} s, ratio {med(build_c) / med(build_u):.2f}"
+    )
+    print(
+        f"  one pytest build ({len(val_c)} each): unconfined {med(val_u) * 1000:6.1f} ms, "
+        f"confined {med(val_c) * 1000:6.1f} ms, ratio {med(val_c) / med(val_u):.2f}, "
+        f"+{(med(val_c) - med(val_u)) * 1000:.1f} ms"
     )
     return 0
 

@@ -177,8 +177,11 @@ def ready_repo(rounds: int, command: list[str]) -> Path:
     (repo / ".env").write_text("DATABASE_URL=postgres://localhost/bench\n")
     (repo / ".env").chmod(0o600)
     agents = json.dumps(list(AGENTS))
+    # setup runs confined (issue 14): the wheels outside the repository are listed as readable
+    wheels = command[command.index("--find-links") + 1] if "--find-links" in command else ""
+    readable = f"[agents]\nsandbox_readable = [{json.dumps(wheels)}]\n\n" if wheels else ""
     (repo / "taskgate.toml").write_text(
-        f"[risk.agents]\nhigh = {agents}\n\n[worktree]\nsetup = [{json.dumps(command)}]\n"
+        f"{readable}[risk.agents]\nhigh = {agents}\n\n[worktree]\nsetup = [{json.dumps(command)}]\n"
     )
     git(repo, "add", ".gitignore", ".worktreeinclude", "taskgate.toml")
     git(repo, "commit", "-q", "-m", "setup")

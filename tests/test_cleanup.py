@@ -152,7 +152,9 @@ def _counting(tmp_path: Path) -> tuple[str, Path]:
         f"import os, sys; open({str(runs)!r}, 'a').write('run '); "
         "sys.exit(os.path.exists('BROKEN'))"
     )
-    return f'[validation]\ncommands = [["python3", "-c", "{script}"]]\n', runs
+    # counting outside the repository is a write the agents' sandbox refuses (issue 14)
+    unconfined = '[agents]\nsandbox = "none"\n\n'
+    return f'{unconfined}[validation]\ncommands = [["python3", "-c", "{script}"]]\n', runs
 
 
 def test_main_as_validated_costs_no_second_suite_run(tmp_path: Path) -> None:

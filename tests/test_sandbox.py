@@ -528,3 +528,20 @@ def test_private_copies_of_a_killed_run_are_reaped(arena: Arena) -> None:
     assert not list(root.glob("taskgate-sandbox-*/.pid")) or all(
         int(p.read_text()) != os.getpid() for p in root.glob("taskgate-sandbox-*/.pid")
     )  # and the invocation removed its own
+
+
+def test_the_private_home_switches_claude_code_s_own_sandbox_off(tmp_path: Path) -> None:
+    """`hooks install` writes Claude Code's sandbox into the user's settings; inside taskgate's
+    sandbox Claude Code's bubblewrap cannot start (no nested user namespaces), so the private
+    copy has it off (taskgate's is the boundary) and keeps everything else."""
+    real = tmp_path / "home"
+    (real / ".claude").mkdir(parents=True)
+    settings = {"hooks": {"Stop": []}, "sandbox": {"enabled": True, "failIfUnavailable": True},
+                "permissions": {"deny": ["Write(//x)"]}}  # fmt: skip
+    (real / ".claude" / "settings.json").write_text(json.dumps(settings))
+    private = tmp_path / "private"
+    sandbox._fill_home(real, private)
+    copy = json.loads((private / ".claude" / "settings.json").read_text())
+    assert copy["sandbox"] == {"enabled": False}
+    assert copy["hooks"] == settings["hooks"] and copy["permissions"] == settings["permissions"]
+    assert json.loads((real / ".claude" / "settings.json").read_text()) == settings

@@ -133,13 +133,18 @@ elif behaviour == "crash":
 """)
 
 
+# The fakes log every call to a file outside the repository, which the agents' sandbox would
+# refuse (issue 14): these tests run the roles unconfined; test_spec_sandbox.py confines them.
+UNCONFINED = '[agents]\nsandbox = "none"\n\n'
+
+
 def configure(repo: Repo, tmp_path: Path, name: str, body: str, spec: str, agents: str) -> Path:
     """A fake `name` executable and a taskgate.toml choosing it for the spec roles."""
     exe = fake(tmp_path / "bin", name, body)
     log = tmp_path / f"{name}.log"
     agents = agents.replace("EXE", str(exe))
     text = f'[spec]\n{spec}\n\n[agents.{name}]\n{agents}\nenv = {{ FAKE_LOG = "{log}" }}\n'
-    (repo.path / "taskgate.toml").write_text(text)
+    (repo.path / "taskgate.toml").write_text(UNCONFINED + text)
     return log
 
 
@@ -229,6 +234,7 @@ def test_command_backend_from_taskgate_toml(repo: Repo, tmp_path: Path) -> None:
 
 def test_agent_command_is_the_command_backend(repo: Repo, tmp_path: Path) -> None:
     exe = fake(tmp_path / "bin", "spec-agent", FAKE_COMMAND)
+    (repo.path / "taskgate.toml").write_text(UNCONFINED)
     env = {"FAKE_LOG": str(tmp_path / "log")}
     first = repo.run("spec", "new", DESC, "--agent-command", str(exe), env=env)
     assert first.code == 4, first.err
@@ -302,7 +308,7 @@ def test_a_hanging_agent_times_out_with_its_process_group(tmp_path: Path) -> Non
     settings = SpecConfig().settings("codex")
     backend = CliSpecBackend(
         AgentSettings("codex", {**settings.options, "executable": str(exe)}, env={
-            "FAKE_LOG": str(tmp_path / "log"), "FAKE_MODE": "hang"}),
+            "FAKE_LOG": str(tmp_path / "log"), "FAKE_MODE": "hang"}, sandbox="none"),
         cwd=tmp_path, files_dir=tmp_path / "files", feature_id="001-x", timeout_s=0.5,
     )  # fmt: skip
     started = time.monotonic()

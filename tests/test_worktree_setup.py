@@ -163,7 +163,9 @@ def test_classify_prepares_every_worktree(tmp_path: Path) -> None:
 def test_failing_setup_names_the_command_and_resumes(tmp_path: Path) -> None:
     flag = tmp_path / "fixed"
     cmds = [MARKER_CMD, failing_cmd(flag)]
-    repo = project(tmp_path / "repo", f"setup = {toml_list(cmds)}\n")
+    # the flag is outside the repository: readable in the sandbox once listed (issue 14)
+    readable = f'{PASSING_BUILD}\n[agents]\nsandbox_readable = ["{tmp_path}"]\n'
+    repo = project(tmp_path / "repo", f"setup = {toml_list(cmds)}\n", validation=readable)
     wt = repo.worktree(TASK)
 
     started = repo.run("start", TASK)
@@ -229,7 +231,9 @@ def test_cleanup_keeps_the_main_worktree_originals(tmp_path: Path) -> None:
         f"import os; open({str(seen)!r}, 'a').write(os.environ.get('TASKGATE_PORT_BASE', '-') "
         "+ ' ' + str(os.path.exists('.env')) + ' ' + str(os.path.islink('node_modules')) + '\\n')"
     )
-    validation = f"[validation]\ncommands = [{json.dumps([sys.executable, '-c', probe])}]\n"
+    # the probe writes outside the repository: a write the agents' sandbox refuses (issue 14)
+    validation = '[agents]\nsandbox = "none"\n\n'
+    validation += f"[validation]\ncommands = [{json.dumps([sys.executable, '-c', probe])}]\n"
     validation += 'rebuild_on_main = "always"\n'  # build main although it is the validated tree
     worktree = f'symlink = ["node_modules"]\nsetup = {toml_list([MARKER_CMD])}\n'
     repo = project(tmp_path / "repo", worktree, validation=validation)
@@ -463,9 +467,9 @@ ESCAPE_CMD = [
 
 
 def test_agent_worktree_setup_runs_in_the_agents_sandbox(tmp_path: Path) -> None:
-    """Under `taskgate run` an agent worktree's setup may write its worktree only (issue 14):
-    the same command in the task worktree (run as the person, like validation) can write the
-    main worktree; in the agents' worktrees the write fails."""
+    """Setup may write its worktree only (issue 14): under `taskgate run` the agents' setup
+    runs in their sandbox, and the task worktree's setup (started by `start` or `run`) in the
+    same confinement, like validation: the write into the main worktree fails everywhere."""
     from taskgate.agents import sandbox
 
     if not sandbox.probe()[0]:
@@ -479,8 +483,10 @@ def test_agent_worktree_setup_runs_in_the_agents_sandbox(tmp_path: Path) -> None
     assert result.code == 4, result.err  # stops at the plan checkpoint, worktrees ready
     assert "waits for your plan approval" in result.err + result.out
     task_env = json.loads((repo.task_dir(TASK) / "setup" / "env.json").read_text())
-    escaped = sorted(p.name for p in repo.path.glob("escape-*"))
-    assert escaped == [f"escape-{task_env['TASKGATE_WORKTREE_INDEX']}"]
+    assert task_env["TASKGATE_WORKTREE_INDEX"] is not None
+    assert sorted(p.name for p in repo.path.glob("escape-*")) == []  # nobody escaped
+    log = next((repo.task_dir(TASK) / "setup").glob("1-*.log")).read_text()
+    assert "denied" in log and "Read-only file system" in log, log
     agents = agents_of(repo, TASK)
     for agent in agents:
         wt = repo.task_dir(TASK) / "agents" / agent / "code"
@@ -489,7 +495,7 @@ def test_agent_worktree_setup_runs_in_the_agents_sandbox(tmp_path: Path) -> None
         assert "denied" in log and "Read-only file system" in log, log
     ran = [(e["agent"], s["sandbox"]) for e in store_events(repo, "worktree_prepared")
            for s in e.get("setup", [])]  # fmt: skip
-    assert sorted(set(ran), key=str) == sorted({(None, "none")} | {(a, "bwrap") for a in agents},
+    assert sorted(set(ran), key=str) == sorted({(None, "bwrap")} | {(a, "bwrap") for a in agents},
                                               key=str)  # fmt: skip
     assert len(ran) == 1 + 2 * len(agents)  # the agents' setups ran twice: failed, then fixed
 

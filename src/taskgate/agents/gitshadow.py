@@ -65,6 +65,9 @@ class GitShadow:
     refs_before: dict[str, str]
     head_before: bytes
     reflog_before: bytes  # the worktree's logs/HEAD
+    # False for the project's own commands (validation, setup): no ref of theirs is kept, a
+    # commit on the worktree's branch is a violation like any other ref change.
+    keep_branch: bool = True
 
     def import_back(self) -> list[str]:
         """Import the agent's objects and its branch tip; return the violations found."""
@@ -82,7 +85,7 @@ class GitShadow:
                 f"{self.branch} (R-WTB-02)"
             )
         after = ref_map(self.shadow)
-        own = f"refs/heads/{self.branch}"
+        own = f"refs/heads/{self.branch}" if self.keep_branch else ""
         for ref in sorted(set(self.refs_before) | set(after)):
             if ref == own or ref.startswith(_PRIVATE_REFS):
                 continue
@@ -93,6 +96,8 @@ class GitShadow:
                     f"{ref} {what} by the agent: discarded, the repository is unchanged "
                     "(an agent moves only its own branch, R-WTB-02)"
                 )
+        if not self.keep_branch:
+            return violations
         violations += self._import_objects()
         new_tip = after.get(own)
         refused: list[str] = []

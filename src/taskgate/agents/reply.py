@@ -25,6 +25,7 @@ Files go to `job.files_dir`: `<stem>.prompt.md` (also `$TASKGATE_PROMPT_FILE`),
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,6 +37,7 @@ from taskgate.agents.claude import ClaudeBackend, final_reply
 from taskgate.agents.codex import CodexBackend, final_message
 from taskgate.agents.command import _STRIP, _STRIP_PREFIXES, CommandBackend, transcript
 from taskgate.agents.config import AgentSettings
+from taskgate.errors import UsageError
 from taskgate.fsutil import atomic_write, read_text
 
 CLI_BACKENDS = ("command", "claude", "codex")
@@ -109,18 +111,13 @@ def run_for_reply(settings: AgentSettings, job: ReplyJob) -> Reply:
         cmd = ClaudeBackend.from_settings(settings).command()
     else:
         cmd = CodexBackend.from_settings(settings).command_in(job.cwd, last)
-    proc = process.run(
-        cmd,
-        cwd=job.cwd,
-        env=reply_env(settings, job, prompt_file=prompt_file, result_file=answer),
-        stdin=stdin,
-        timeout=job.timeout_s,
-        kill_group=True,
-    )
+    env = reply_env(settings, job, prompt_file=prompt_file, result_file=answer)
+    proc, how = _run_confined(settings, job, cmd, env, stdin, outputs=(answer, last))
     raw = transcript(proc)
     if raw:
         atomic_write(job.files_dir / f"{job.stem}.output.txt", raw)
-    failed = Reply(ResultStatus.ERROR, exit_code=proc.returncode, raw_output=raw, backend=name)
+    failed = Reply(ResultStatus.ERROR, exit_code=proc.returncode, raw_output=raw, backend=name,
+                   meta={"sandbox": how})  # fmt: skip
     if proc.timed_out:
         return replace(
             failed,
@@ -136,6 +133,42 @@ def run_for_reply(settings: AgentSettings, job: ReplyJob) -> Reply:
     if name == "claude":
         return _claude_reply(proc, failed)
     return _codex_reply(proc, last, failed)
+
+
+def _run_confined(
+    settings: AgentSettings,
+    job: ReplyJob,
+    cmd: list[str],
+    env: dict[str, str],
+    stdin: str,
+    *,
+    outputs: tuple[Path, ...],
+) -> tuple[process.Result, dict[str, Any]]:
+    """Run the role in the agents' sandbox (issue 14), read-only but for its reply files, as
+    `[agents] sandbox` says; unconfined it is said on stderr. (result, how it ran)."""
+    from taskgate.agents import sandbox
+
+    try:
+        choice = sandbox.choose(settings.sandbox)
+    except sandbox.SandboxUnavailable as exc:
+        raise UsageError(str(exc), hint="see docs/security.md, 'Modes'") from None
+    if not choice.confined:
+        print(f"warning: spec role {job.agent} runs unconfined ({choice.reason}); see "
+              "docs/security.md", file=sys.stderr)  # fmt: skip
+        proc = process.run(cmd, cwd=job.cwd, env=env, stdin=stdin, timeout=job.timeout_s,
+                           kill_group=True)  # fmt: skip
+        return proc, sandbox.Outcome(sandbox.UNCONFINED, choice.reason).to_json()
+    with sandbox.confine(
+        choice.bwrap, cmd, env, worktree=job.cwd, branch="", outputs=outputs,
+        readable=settings.sandbox_readable, read_only=True,
+    ) as jail:  # fmt: skip
+        proc = process.run(jail.argv, cwd=job.cwd, env=jail.env, stdin=stdin,
+                           timeout=job.timeout_s, kill_group=True)  # fmt: skip
+        outcome = jail.finish()
+    code = proc.returncode
+    if 128 < code <= 128 + 64 and not proc.timed_out:
+        code = 128 - code  # bwrap reports a child killed by signal N as 128 + N
+    return replace(proc, cmd=tuple(cmd), returncode=code), outcome.to_json()
 
 
 def _command_reply(proc: process.Result, answer: Path, failed: Reply) -> Reply:

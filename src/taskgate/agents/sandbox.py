@@ -23,6 +23,7 @@ works here, otherwise unconfined and said so on every run), "bwrap" (required), 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import stat
@@ -52,11 +53,12 @@ _FLAGS = (
 )  # fmt: skip
 # Client configuration copied into the private HOME (never the real files: an agent must not
 # change the person's own settings, e.g. turn off the hooks of their interactive sessions).
+CLAUDE_SETTINGS = ".claude/settings.json"
 HOME_COPIES = (
     ".gitconfig",
     ".config/git",
     ".claude.json",
-    ".claude/settings.json",
+    CLAUDE_SETTINGS,
     ".claude/.credentials.json",
     ".codex/config.toml",
     ".codex/auth.json",
@@ -160,12 +162,12 @@ class Jail:
 
     argv: list[str]
     env: dict[str, str]
-    git: GitShadow
+    git: GitShadow | None  # None: a read-only run (nothing of git is writable)
     shadowed: list[_Shadowed]
 
     def finish(self) -> Outcome:
         """Import the agent's commits, copy its outputs back, report what was refused."""
-        violations = self.git.import_back()
+        violations = self.git.import_back() if self.git is not None else []
         discarded: list[str] = []
         for item in self.shadowed:
             for name in sorted(os.listdir(item.copy)):
@@ -187,18 +189,26 @@ def confine(
     outputs: Sequence[Path],
     readable: Sequence[Path] = (),
     writable_dirs: Sequence[Path] = (),
+    keep_branch: bool = True,
+    read_only: bool = False,
 ) -> Iterator[Jail]:
     """A Jail for `cmd` in `worktree` (on `branch`); `outputs` are the files it may write
     outside the worktree, `writable_dirs` directories it writes in place (a backend's own
-    private directory). The private copies are removed when the block ends."""
+    private directory). `keep_branch=False`: commits on `branch` are not imported (the
+    project's own commands). `read_only=True`: `worktree` is only the directory it starts in
+    (any directory), read-only like the rest, and git gets no private namespace (the spec
+    roles: they only read). The private copies are removed when the block ends."""
     root = _scratch_root()
     _reap(Path(root or tempfile.gettempdir()))
     scratch = Path(tempfile.mkdtemp(prefix=_PREFIX, dir=root))
     (scratch / _OWNER).write_text(str(os.getpid()), encoding="utf-8")
     spec = _Spec(tuple(cmd), env, worktree.resolve(), branch, tuple(outputs), tuple(readable),
-                 tuple(writable_dirs))  # fmt: skip
+                 tuple(writable_dirs), read_only)  # fmt: skip
     try:
-        yield _build(bwrap, spec, scratch)
+        jail = _build(bwrap, spec, scratch)
+        if jail.git is not None:
+            jail.git.keep_branch = keep_branch
+        yield jail
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -214,6 +224,7 @@ class _Spec:
     outputs: tuple[Path, ...]
     readable: tuple[Path, ...]
     writable_dirs: tuple[Path, ...]
+    read_only: bool = False
 
 
 def _reap(root: Path) -> None:
@@ -242,9 +253,9 @@ def _build(bwrap: str, spec: _Spec, scratch: Path) -> Jail:
     args: list[str] = [bwrap, *_FLAGS, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     hidden, private = _private_places(spec.env, scratch)
     args += private
-    shadow = prepare(worktree, spec.branch, scratch)
+    shadow = None if spec.read_only else prepare(worktree, spec.branch, scratch)
     needed = [
-        shadow.common.parent,
+        *([shadow.common.parent] if shadow is not None else []),
         worktree,
         *(o.parent for o in spec.outputs),
         *spec.readable,
@@ -252,18 +263,20 @@ def _build(bwrap: str, spec: _Spec, scratch: Path) -> Jail:
     ]
     for path in _reexpose(needed, hidden):
         args += ["--ro-bind", str(path), str(path)]
-    shadowed = _shadow_dirs(spec.outputs, worktree, scratch)
+    shadowed = _shadow_dirs(spec.outputs, None if spec.read_only else worktree, scratch)
     for item in shadowed:
         args += ["--bind", str(item.copy), str(item.real)]
         for name in sorted(item.mounted):  # -try: an engine temp file may be gone by now
             args += ["--ro-bind-try", str(item.real / name), str(item.real / name)]
-    args += ["--bind", str(worktree), str(worktree)]
-    if (worktree / ".git").is_file():
-        args += ["--ro-bind", str(worktree / ".git"), str(worktree / ".git")]
+    if shadow is not None:
+        args += ["--bind", str(worktree), str(worktree)]
+        if (worktree / ".git").is_file():
+            args += ["--ro-bind", str(worktree / ".git"), str(worktree / ".git")]
     for directory in spec.writable_dirs:
         if directory.is_dir():
             args += ["--bind", str(directory), str(directory)]
-    args += _mount_args(shadow.mounts)
+    if shadow is not None:
+        args += _mount_args(shadow.mounts)
     args += ["--chdir", str(worktree), "--", *spec.cmd]
     inner = {k: v for k, v in spec.env.items() if k not in _DROPPED_ENV}
     inner.update({"TMPDIR": "/tmp", "TASKGATE_SANDBOX": "bwrap"})
@@ -310,8 +323,23 @@ def _fill_home(real: Path, private: Path) -> None:
             elif src.is_file():
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, dest)
+                if rel == CLAUDE_SETTINGS:
+                    _without_client_sandbox(dest)
         except OSError:
             continue  # unreadable: the client will say what it misses
+
+
+def _without_client_sandbox(settings: Path) -> None:
+    """Claude Code's own sandbox switched off in the private copy of its user settings (which
+    `hooks install` fills for interactive sessions): it is bubblewrap too and cannot start
+    inside this one (no nested user namespaces), and this sandbox is the boundary here."""
+    try:
+        data = json.loads(settings.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(data, dict) and isinstance(data.get("sandbox"), dict):
+        data["sandbox"] = {"enabled": False}
+        settings.write_text(json.dumps(data, indent=2), encoding="utf-8")
 
 
 def _program_paths(cmd: Sequence[str], env: Mapping[str, str]) -> list[Path]:
@@ -338,7 +366,7 @@ def _reexpose(paths: Sequence[Path], hidden: Sequence[Path]) -> list[Path]:
     return found
 
 
-def _shadow_dirs(outputs: Sequence[Path], worktree: Path, scratch: Path) -> list[_Shadowed]:
+def _shadow_dirs(outputs: Sequence[Path], worktree: Path | None, scratch: Path) -> list[_Shadowed]:
     """Private copies of the directories holding `outputs`, parents first."""
     by_dir: dict[Path, list[str]] = {}
     for out in outputs:
@@ -357,7 +385,7 @@ def _shadow_dirs(outputs: Sequence[Path], worktree: Path, scratch: Path) -> list
                     shutil.copyfile(src, copy / entry)  # e.g. task.md: the agent edits it
                 continue
             item.expected.add(entry)
-            if real == worktree.parent and entry == worktree.name:
+            if worktree is not None and real == worktree.parent and entry == worktree.name:
                 (copy / entry).mkdir()  # the worktree: mounted read-write afterwards
             elif mount_point(src, copy / entry):
                 item.mounted.add(entry)

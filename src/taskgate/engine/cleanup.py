@@ -27,7 +27,7 @@ from taskgate.errors import ForeignTask, NeedsHuman, Refused
 from taskgate.git import ops, preserve
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git, git_out
-from taskgate.process import clean_env, run
+from taskgate.process import clean_env
 from taskgate.protocol import transitions
 from taskgate.protocol.escalation import escalation_message
 from taskgate.protocol.states import State
@@ -252,10 +252,16 @@ def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
     timeout = engine.ws.config.validation.timeout_minutes * 60
     ran = []
     failure: dict[str, Any] = {}
+    from taskgate.agents import build_sandbox  # issue 14: main's build runs the agents' code
+
+    confinement = build_sandbox.of(engine.ws)
+    report["sandbox"] = {"mode": confinement.mode, "reason": confinement.choice.reason}
+    if confinement.notice("the build on main") and engine.progress is not None:
+        engine.progress(confinement.notice("the build on main"))
     with build_worktree(engine, t.name, built) as wt:
         env = clean_env(worktree_setup.prepare_build(engine, t.name, wt))  # issue 21
         for cmd in commands:
-            result = run(cmd, cwd=wt, env=env, timeout=timeout)
+            result, _ = confinement.run(cmd, cwd=wt, env=env, timeout=timeout)
             ran.append(" ".join(cmd))
             if not result.ok:
                 failure = {

@@ -5,6 +5,11 @@ for a machine-readable report as well (pytest `--junitxml`, `go test -json`, jes
 and reads the JUnit XML that Maven surefire and Gradle write; the reports decide which tests
 failed and which files they name (protocol/testreports.py), the exit code whether it failed
 (R-VAL-02). The record carries the test counts (R-VAL-01, R-AUD-04) and the failures.
+
+The build runs code the agents wrote, so it runs in the agents' sandbox (issue 14,
+agents/build_sandbox.py): the task worktree and the report directory writable, the store,
+the views, the main worktree, other worktrees and every ref read-only. `[agents] sandbox`
+decides; an unconfined build says so (`ValidationResult.notice`) and the record says which.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from taskgate.engine.core import Engine, current_state
 from taskgate.engine.worktree_setup import worktree_env
 from taskgate.errors import Refused
 from taskgate.git import repo as gitrepo
-from taskgate.process import clean_env, run
+from taskgate.process import clean_env
 from taskgate.protocol import testreports as tr
 from taskgate.protocol.buildfail import BuildFailure, classify_failure
 from taskgate.protocol.states import State
@@ -48,6 +53,8 @@ class ValidationResult:
     failure: BuildFailure | None
     output: str
     report: tr.TestReport | None = None
+    notice: str = ""  # set when the build ran unconfined: the caller prints it
+    sandbox: dict[str, Any] | None = None  # how it ran (mode, reason, refused writes)
 
 
 @dataclass(frozen=True)
@@ -176,6 +183,13 @@ def validate(engine: Engine, task: str) -> ValidationResult:
     if head is None:
         raise Refused("the task worktree is missing", [], hint=f"taskgate recover {task}")
     human = _interventions(engine, snap, head)
+    from taskgate.agents import build_sandbox  # issue 14: the build runs agent-written code
+
+    confinement = build_sandbox.of(engine.ws)
+    notice = confinement.notice("the build")
+    if notice and engine.progress is not None:
+        engine.progress(notice)  # said before it runs, on every unconfined build
+    refused: list[str] = []
     timeout = engine.ws.config.validation.timeout_minutes * 60
     ports = worktree_env(engine.ws, task, None)  # issue 21: the task worktree's port block
     outputs: list[str] = []
@@ -187,7 +201,9 @@ def validate(engine: Engine, task: str) -> ValidationResult:
         for index, cmd in enumerate(commands):
             how = instrument(cmd, Path(tmp), index)
             started = time.time() - 1  # file times have a coarse resolution on some systems
-            result = run(how.argv, cwd=worktree, env=clean_env(ports), timeout=timeout)
+            result, how_ran = confinement.run(how.argv, cwd=worktree, env=clean_env(ports),
+                                              timeout=timeout, writable=(Path(tmp),))  # fmt: skip
+            refused += [*how_ran.violations, *(f"discarded {p}" for p in how_ran.discarded)]
             ran.append(" ".join(cmd))
             stdout = _go_text(result.stdout) if how.kind == "go-json" else result.stdout
             text = f"{stdout}{result.stderr}"
@@ -200,6 +216,7 @@ def validate(engine: Engine, task: str) -> ValidationResult:
                 break  # R-VAL-02: a non-zero exit is a build failure
     output = "\n".join(outputs)
     report = tr.merge(reports)
+    ran_as = {"mode": confinement.mode, "reason": confinement.choice.reason, "refused": refused}
     failure = (
         classify_failure(output, report, timed_out=timed_out, signal=code, root=str(worktree))
         if code
@@ -234,6 +251,7 @@ def validate(engine: Engine, task: str) -> ValidationResult:
             "failure_class": row.failure_class,
             "responsible": failure.responsible if failure else None,
             "timed_out": timed_out,
+            "sandbox": ran_as,
         }
         if report is not None:  # R-VAL-01 / R-AUD-04: test counts with every build
             payload["tests"] = report.to_json()
@@ -243,4 +261,4 @@ def validate(engine: Engine, task: str) -> ValidationResult:
         engine.touch(tx, current)
         return row
 
-    return ValidationResult(engine.step(task, body), failure, output, report)
+    return ValidationResult(engine.step(task, body), failure, output, report, notice, ran_as)

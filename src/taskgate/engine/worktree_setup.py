@@ -32,7 +32,7 @@ from taskgate.engine.workspace import STATE_DIR, Workspace
 from taskgate.errors import NeedsHuman, UsageError
 from taskgate.fsutil import atomic_write, atomic_write_json, read_json
 from taskgate.git import repo as gitrepo
-from taskgate.process import Result, clean_env, end_child_sessions, run
+from taskgate.process import Result, clean_env, end_child_sessions
 
 if TYPE_CHECKING:
     from taskgate.engine.core import Engine
@@ -244,9 +244,14 @@ def _run_setup(
         return
     before = files.tree_state(target.path)
     env = _setup_env(engine, task, target, outcome.slot)
-    # Under `taskgate run` an agent worktree's setup runs in the agents' sandbox (issue 14):
-    # its content may come from the agent's branch (a recreated worktree).
+    # Setup runs over content agents may have written (their branches, T): in the agents'
+    # sandbox (issue 14), under `taskgate run` (its runner) and when the CLI starts it alike.
     confined = cast("Runner | None", engine.setup_runner) if target.agent else None
+    from taskgate.agents import build_sandbox
+
+    confinement = build_sandbox.of(engine.ws)
+    if confined is None and confinement.notice(""):
+        progress(f"setup [{target.label}]: " + confinement.notice("setup"))
     for number, cmd in todo:
         shown = shlex.join(cmd)
         started = time.monotonic()
@@ -254,13 +259,14 @@ def _run_setup(
         if confined is not None:
             result = confined(cmd, cwd=target.path, branch=target.key, env=env, timeout=timeout)
         else:
-            result = run(cmd, cwd=target.path, env=env, timeout=timeout, kill_group=True)
+            result, _ = confinement.run(cmd, cwd=target.path, env=env, timeout=timeout)
         seconds = round(time.monotonic() - started, 1)
         log = target.record_dir / _log_name(number, cmd)
         head = f"$ {shown}\n# in {target.path}\n# exit {result.returncode} after {seconds} s\n"
         atomic_write(log, f"{head}\n{result.stdout}\n--- stderr ---\n{result.stderr}")
         entry = {"command": shown, "exit_code": result.returncode, "seconds": seconds,
-                 "log": str(log), "sandbox": "bwrap" if confined else "none"}  # fmt: skip
+                 "log": str(log),
+                 "sandbox": "bwrap" if confined or confinement.confined else "none"}  # fmt: skip
         outcome.ran.append(entry)
         if not result.ok:
             why = "timed out" if result.timed_out else f"exit {result.returncode}"

@@ -123,7 +123,9 @@ class SpecConfig:
         env = {**options.pop("env", {})}
         timeout = options.pop("timeout_minutes", None) or self.timeout_minutes
         where = "[spec]" if own else f"[agents.{backend}]"
-        return AgentSettings(backend, options, timeout, {}, env, where)
+        # confined like the task agents ([agents] sandbox, issue 14), read-only: agents/reply.py
+        return AgentSettings(backend, options, timeout, {}, env, where, self.agents.sandbox,
+                             self.agents.sandbox_readable)  # fmt: skip
 
 
 def parse_spec_config(config: Config, root: Path) -> SpecConfig:
