@@ -8,8 +8,9 @@ Tests that open `.taskgate/state.db` themselves (SQLite-specific faults, sqlite3
 not apply and fail under it, and so do suites that copy a template repository built once
 (test_complete.py's copy_repo: the copy's views are ahead of its fresh database, exit 5); the
 plugin is for the protocol suites. On PostgreSQL at the time of writing: test_checkpoints.py
-passes (22 tests); test_cli.py and test_faults_lease.py pass but for the four tests that
-open state.db with sqlite3 (36 passed).
+passes (22 tests); test_crash.py passes (8: its invariants read through the workspace's
+store); test_cli.py and test_faults_lease.py pass but for the four tests that open state.db
+with sqlite3 (36 passed).
 """
 
 from __future__ import annotations

@@ -31,16 +31,27 @@ def status_in_process(task: str) -> dict[str, object]:
 
 
 def check_invariants(repo: Repo, task: str, *, in_process: bool = False) -> str:
-    """Store consistent and the log a chain ending in the state; returns the state."""
-    db = sqlite3.connect(repo.path / ".taskgate" / "state.db")
+    """Store consistent and the log a chain ending in the state; returns the state. Read
+    through the workspace's own store, so the suite also runs on PostgreSQL (-p pg_plugin)."""
+    from taskgate.engine.workspace import find_workspace
+    from taskgate.store.select import open_store
+
+    ws = find_workspace(repo.path)
+    if not ws.uses_database_server:
+        db = sqlite3.connect(ws.db_path)
+        try:
+            assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        finally:
+            db.close()
+    store = open_store(ws, timeout=30, read_only=True)
     try:
-        state, seq = db.execute("SELECT state, seq FROM tasks WHERE name = ?", (task,)).fetchone()
-        log = db.execute(
-            "SELECT source, target FROM transitions WHERE task = ? ORDER BY idx", (task,)
-        ).fetchall()
-        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        with store.read() as tx:
+            row = tx.task(task)
+            assert row is not None
+            state, seq = row.state, row.seq
+            log = [(t.source, t.target) for t in tx.transitions(task)]
     finally:
-        db.close()
+        store.close()
     if log:
         assert log[0][0] == "INIT"
         for (_, to), (frm, _) in itertools.pairwise(log):
@@ -107,6 +118,8 @@ def test_random_kills_over_many_rounds(tmp_path: Path, monkeypatch: pytest.Monke
     rng = random.Random(1234)
     rounds = int(os.environ.get("TASKGATE_CRASH_ROUNDS", "150"))
     states_seen = set()
+    # A step on PostgreSQL (-p pg_plugin) takes longer than 60 ms: kill across all of it.
+    span = 0.3 if os.environ.get("TASKGATE_DATABASE_URL") else 0.06
     for _ in range(rounds):
         state = check_invariants(repo, "add-login", in_process=True)
         states_seen.add(state)
@@ -122,7 +135,7 @@ def test_random_kills_over_many_rounds(tmp_path: Path, monkeypatch: pytest.Monke
                 code = main(argv)
             finally:
                 os._exit(code)
-        time.sleep(rng.uniform(0, 0.06))
+        time.sleep(rng.uniform(0, span))
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
