@@ -403,6 +403,7 @@ def effect_check(rounds: int) -> None:
     print(f"effect check (issue 15): the main agent in IMPLEMENTATION, {rounds} rounds; a plain")
     print("read is not compared (it runs no project code), a test run is (git status + refs)")
     print(f"{'case':52} {'median ms':>10} {'/ python':>9}")
+    print("load average (1, 5, 15 min) at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     for files in (1000, 20000):
         base = Path(tempfile.mkdtemp(prefix="taskgate-bench-fx-")) / "repo"
         repo: Repo = make_repo(base)
@@ -440,6 +441,8 @@ def effect_check(rounds: int) -> None:
             median = statistics.median(values)
             label = f"{files:>6} files: {name}"
             print(f"{label:52} {median * 1000:10.1f} {median / floor:9.2f}")
+        print("load average after these rows: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+        shutil.rmtree(base.parent, ignore_errors=True)
 
 
 def snapshot_scaling() -> None:

@@ -7,6 +7,7 @@ own work makes in its own worktree are not violations. Real hooks, real git, the
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +158,16 @@ def test_a_move_outside_any_hook_is_caught_by_the_next_taskgate_command(impl: Re
     [violation] = events(impl, "effect_violation")
     assert violation["source"] == "taskgate command"
     assert_put_back(impl, "fix-typo", before, forged)
+
+
+def test_the_baseline_leaves_an_index_whose_stat_data_git_can_trust(impl: Repo) -> None:
+    """A worktree checked out within the second its index was written has entries git must
+    re-read on every status ("racily clean"), and the comparisons' status never writes the
+    index. The baseline refreshes it once (bench/hook_latency.py: a 3 x dearer status)."""
+    tree = impl.worktree(TASK)
+    index = Path(git(tree, "rev-parse", "--git-path", "index"))
+    index = index if index.is_absolute() else tree / index
+    files = [tree / p for p in git(tree, "ls-files").splitlines()]
+    newest = max(int(f.lstat().st_mtime) for f in files)
+    assert pre(impl, "make -n") == ("allow", "")
+    assert int(index.stat().st_mtime) > newest

@@ -349,10 +349,6 @@ def differences(
     found: list[str] = []
     old = base["tree"]
     if worktree is not None:
-        if "ignored" in old:
-            from taskgate.hooks.ignored import changed
-
-            found += changed(old["ignored"], worktree.get("ignored", {}))
         if worktree["branch"] != old["branch"]:
             found.append(f"HEAD switched from {old['branch']} to {worktree['branch']}")
         elif worktree["head"] != old["head"]:
@@ -371,6 +367,10 @@ def differences(
                 found.append(f"{path}: {'removed' if was[0] == '?' else 'restored to HEAD'}")
             else:
                 found.append(f"{path}: changed")
+        if "ignored" in old:
+            from taskgate.hooks.ignored import changed
+
+            found += changed(old["ignored"], worktree.get("ignored", {}))
     for name, sha in sorted(base["refs"].items()):
         now_sha = refs.get(name)
         if now_sha != sha:

@@ -201,7 +201,8 @@ def _enforce(
             if made and not _owner(switched, rows, effects.main_branch(layout.common_dir)):
                 # a branch the change made: kept beside the quarantine, then deleted
                 new = effects.read_refs(layout.common_dir).get(switched)
-                _restore_ref(layout, switched, None, new, ref)
+                if new is not None:
+                    _restore_ref(layout, switched, None, new, ref)
         for name, (old, new) in moved_refs.items():
             _restore_ref(layout, name, old, new, ref)
     except (QuarantineFailed, OSError) as exc:
