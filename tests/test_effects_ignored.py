@@ -108,4 +108,5 @@ def test_a_large_ignored_file_is_kept_and_left_as_found(impl: Repo) -> None:
     assert git(impl.path, "cat-file", "-s", f"{ref}:big.bin") == str((1 << 20) + 3)
     [violation] = events(impl, "effect_violation")
     assert violation["left"] == ["big.bin"]
+    assert "left as found (no copy of the old content): big.bin" in impl.ok("violations", TASK).out
     assert audit_failed_on_effects(impl)

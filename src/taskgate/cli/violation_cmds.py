@@ -42,6 +42,8 @@ def _text(task: str, found: list[dict[str, Any]]) -> str:
                      f"({v.get('source')}, agent {v.get('agent', 'main')})")  # fmt: skip
         lines += [f"    - {c}" for c in v.get("changes", [])[:10]]
         lines.append(f"    moved aside: git for-each-ref {v.get('quarantine')}")
+        if v.get("left"):
+            lines.append(f"    left as found (no copy of the old content): {', '.join(v['left'])}")
     if any(not v.get("resolved") for v in found):
         lines.append(
             f"hint: after looking at the change, run 'taskgate violations {task} --resolve ID' "
