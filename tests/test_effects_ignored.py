@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import Repo
-from flow import implementation_fixtures
+from flow import agents_of, implementation_fixtures
 from test_hooks_corpus_effects import (
     TASK,
     audit_failed_on_effects,
@@ -109,4 +109,21 @@ def test_a_large_ignored_file_is_kept_and_left_as_found(impl: Repo) -> None:
     [violation] = events(impl, "effect_violation")
     assert violation["left"] == ["big.bin"]
     assert "left as found (no copy of the old content): big.bin" in impl.ok("violations", TASK).out
+    assert audit_failed_on_effects(impl)
+
+
+def test_an_ignored_file_written_outside_any_hook_is_caught_by_the_next_command(
+    impl: Repo,
+) -> None:
+    """Another terminal rewrites `.env`: the next taskgate step on the task puts it back."""
+    tree = ignoring(impl)
+    assert pre(impl, "git status") == ("allow", "")
+    (tree / ".env").write_text("SECRET=from another terminal\n")
+    impl.ok("agent", "set", TASK, agents_of(impl, TASK)[0], "WORKING")
+    assert (tree / ".env").read_text() == "SECRET=1\n"
+    [violation] = events(impl, "effect_violation")
+    assert violation["source"] == "taskgate command"
+    assert ".env: ignored file changed" in violation["changes"]
+    [ref] = quarantine_refs(impl)
+    assert git(impl.path, "show", f"{ref}:.env") == "SECRET=from another terminal"
     assert audit_failed_on_effects(impl)

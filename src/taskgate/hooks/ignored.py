@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 LIMIT = 2000  # ignored files fingerprinted in all
 KEEP_SIZE = 1 << 20  # content kept at baseline time for files up to this size...
-KEEP_FILES = 200  # ...and this many files
+KEEP_FILES = 200  # ...and this many files...
+KEEP_TOTAL = 16 << 20  # ...and this many bytes in all
 # Caches that test runs and linters leave in the worktree they run in, not watched whatever
 # [cleanup] disposable says: the main agent runs tests in the task worktree, and these are not
 # its work (node_modules, build, dist... are watched unless configured disposable).
@@ -117,8 +118,13 @@ def keep(
     worktree: str, prints: dict[str, str], run: Callable[..., tuple[int, bytes]]
 ) -> dict[str, str]:
     """Store the content of small ignored files (git objects only): path -> blob id."""
-    paths = [p for p, s in prints.items() if s[0].isdigit() and int(s.split(":")[0]) <= KEEP_SIZE]
-    paths = paths[:KEEP_FILES]
+    paths: list[str] = []
+    total = 0
+    for path, summary in prints.items():
+        size = int(summary.split(":")[0]) if summary[0].isdigit() else KEEP_TOTAL
+        if size <= KEEP_SIZE and total + size <= KEEP_TOTAL and len(paths) < KEEP_FILES:
+            paths.append(path)
+            total += size
     if not paths:
         return {}
     text = "\n".join(paths).encode("utf-8", "surrogateescape") + b"\n"
