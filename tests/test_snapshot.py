@@ -203,7 +203,7 @@ def test_the_set_based_collect_equals_the_per_task_one(tmp_path: Path) -> None:
 
 
 def test_the_index_reads_what_a_decision_asks_for(store: SqliteStore) -> None:
-    """The first line names the held tasks; any other task is one lookup in the bytes; a
+    """A session's held tasks and any task by name are one lookup each in the bytes; a
     damaged line is an error the hook answers from the store (hooks/context.Tasks)."""
     with store.write() as tx:
         current = tx.task("t2")
@@ -212,7 +212,11 @@ def test_the_index_reads_what_a_decision_asks_for(store: SqliteStore) -> None:
         tx.insert_task(row("t3", "s3"))
     index = snapshot.read(str(store.path.parent), json.loads)
     assert index is not None and index.count == 3
-    assert [t["name"] for t in index.held] == ["t1", "t3"]
+    assert [t["name"] for t in index.held_by("s1")] == ["t1"]
+    assert index.held_by("s2") == [] and index.held_entry("t2") is None
+    assert index.held_entry("t3") == {"name": "t3", "state": "INIT", "agents": [],
+                                      "session": "s3", "plan_approved": False,
+                                      "main_may_fix": False}  # fmt: skip
     assert index.task("t2") == {"name": "t2", "state": "INIT", "agents": ["qa", "dev"],
                                 "session": None}  # fmt: skip
     assert index.task("t") is None and index.task("t2\tx") is None
@@ -220,6 +224,41 @@ def test_the_index_reads_what_a_decision_asks_for(store: SqliteStore) -> None:
     text = store.snapshot_path.read_text().replace('["qa","dev"]', "[qa")
     store.snapshot_path.write_text(text)
     damaged = snapshot.read(str(store.path.parent), json.loads)
-    assert damaged is not None and damaged.task("t1") is not None  # held: the first line
+    assert damaged is not None and damaged.held_by("s1")[0]["name"] == "t1"  # not damaged
     with pytest.raises(ValueError):
         damaged.task("t2")
+
+
+def test_a_hand_edited_agents_list_is_normalised_not_written_raw(store: SqliteStore) -> None:
+    """SQLite builds the task lines from the stored text (issue 18); a list stored with a
+    newline inside (edited around taskgate) would break a line, so the file is rendered
+    from the parsed rows instead, and the hook's check (the same builder) refuses it."""
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("UPDATE tasks SET required_agents = ? WHERE name = 't2'", ('[\n"qa"]',))
+    store.snapshot_path.unlink()
+    assert store.refresh_snapshot() == "written"
+    assert on_disk(store) == truth(store)
+    assert store.snapshot_path.read_text() == snapshot.render(truth(store))
+    with sqlite3.connect(store.path) as conn, pytest.raises(ValueError):
+        snapshot.file_text(conn, json.loads)
+
+
+def test_many_held_tasks_are_found_by_session_not_parsed(tmp_path: Path) -> None:
+    """Each of 2,000 tasks held by its own session (the transition bench's store): a lookup
+    parses the one held line of its session."""
+    s = SqliteStore(tmp_path / "state.db")
+    with s.write() as tx:
+        for i in range(2000):
+            tx.insert_task(row(f"t{i:04d}", f"session-{i}"))
+    calls: list[str] = []
+
+    def loads(text: str) -> object:
+        calls.append(text)
+        return json.loads(text)
+
+    index = snapshot.read(str(s.path.parent), loads)
+    assert index is not None and index.count == 2000
+    assert [t["name"] for t in index.held_by("session-1234")] == ["t1234"]
+    assert index.held_by("nobody") == []
+    assert len(calls) == 2  # the header and that one line
+    assert on_disk(s) == truth(s)

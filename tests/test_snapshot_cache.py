@@ -38,7 +38,7 @@ def test_each_version_is_parsed_once_and_never_served_stale(tmp_path: Path) -> N
     assert len(calls) == 1
     _write(tmp_path, [_task("b")])  # replaced
     second = snapshot.read(str(tmp_path), loads)
-    assert second is not None and second.held[0]["name"] == "b"
+    assert second is not None and second.held_by("s1")[0]["name"] == "b"
     # Edited in place to the same size, its mtime set back: the ctime still moves.
     st = path.stat()
     text = path.read_text().replace('"INIT"', '"DONE"')
@@ -47,6 +47,6 @@ def test_each_version_is_parsed_once_and_never_served_stale(tmp_path: Path) -> N
         handle.write(text)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     third = snapshot.read(str(tmp_path), loads)
-    assert third is not None and third.held[0]["state"] == "DONE"
+    assert third is not None and third.held_by("s1")[0]["state"] == "DONE"
     path.unlink()
     assert snapshot.read(str(tmp_path), loads) is None

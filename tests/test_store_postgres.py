@@ -110,7 +110,9 @@ def test_hash_chain_and_hook_snapshot_are_identical_to_sqlite(
     # The per-machine hook snapshot: written by the write itself, the same bytes as SQLite's.
     pg_file = (tmp_path / snapshot.FILE_NAME).read_text()
     assert pg_file == (lite_dir / snapshot.FILE_NAME).read_text()
-    entry = json.loads(pg_file.splitlines()[0])["held"][0]
+    parsed = snapshot.parse(pg_file, json.loads)
+    assert parsed is not None
+    [entry] = [t for t in parsed["tasks"] if t["session"] is not None]
     assert entry["plan_approved"] is True and entry["main_may_fix"] is True
     assert store.refresh_snapshot() == "unchanged"
     (tmp_path / snapshot.FILE_NAME).write_text('{"format": 1, "tasks": []}\n')

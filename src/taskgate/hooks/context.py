@@ -131,8 +131,8 @@ def load_actor(layout: Layout, session: str, agent: str) -> Actor:
     if found is not None:
         try:
             return actor_from(found, session, agent, run_by, lambda: _from_store(db))
-        except StoreUnreadable:
-            pass  # the store has the last word on corruption
+        except (StoreUnreadable, ValueError, UnicodeDecodeError):
+            pass  # the store has the last word on corruption, and on a damaged line
     return actor_from(_from_store(db), session, agent, run_by)
 
 
@@ -166,6 +166,18 @@ class Tasks(dict[str, tuple[str, ...]]):
                 ) from None
             self._index, self._store = self._store(), None  # the store has the last word
             return self._index.task(name)
+
+    def held_entry(self, name: str) -> dict[str, Any] | None:
+        """The task's full entry when its lock is held (what the rules ask of a held task)."""
+        try:
+            return self._index.held_entry(name)
+        except (ValueError, UnicodeDecodeError):
+            if self._store is None:
+                raise StoreUnreadable(
+                    f"the hook snapshot's entry for task {name!r} does not parse", "R-LCK-08"
+                ) from None
+            self._index, self._store = self._store(), None
+            return self._index.held_entry(name)
 
     def _agents(self, name: str) -> tuple[str, ...] | None:
         entry = self.entry(name)
@@ -225,10 +237,11 @@ def actor_from(
     from taskgate.hooks.policy import STATES
 
     tasks = Tasks(index, store)
-    mine = [t for t in index.held if session and t["session"] == session]
+    mine = index.held_by(session) if session else []
     if not mine and run_by is not None and run_by[1] in tasks.get(run_by[0], ()):
         ran = tasks.entry(run_by[0])
-        mine = [ran] if ran is not None else []
+        held = tasks.held_entry(run_by[0]) if ran is not None else None
+        mine = [held or ran] if ran is not None else []
         agent = run_by[1]
     if len(mine) > 1:
         names = ", ".join(t["name"] for t in mine)

@@ -190,7 +190,7 @@ def session_start(data: dict[str, Any]) -> str | None:
 
 def holds_no_task(data: dict[str, Any]) -> bool:
     """True when the session provably holds no task (or `cwd` is in no workspace): the hook
-    snapshot's first line names every held task (store/snapshot.py), so no SQLite is needed;
+    snapshot has a line per held lock, by session (store/snapshot.py): no SQLite is needed;
     without a usable snapshot, or on PostgreSQL, False (the engine's path decides)."""
     try:
         layout = workspace(data["cwd"])
@@ -203,15 +203,18 @@ def holds_no_task(data: dict[str, Any]) -> bool:
 
     index = snapshot.read(layout.state_dir, loads)
     session = str(data["session_id"])
-    return index is not None and all(t["session"] != session for t in index.held)
+    try:
+        return index is not None and not index.held_by(session)
+    except (ValueError, UnicodeDecodeError):
+        return False  # a damaged line: the engine's path reads the store
 
 
 def session_end(data: dict[str, Any], event: str) -> tuple[str, ...] | None:
     """Stop, SubagentStop, SessionEnd: () when the session holds no task (or `cwd` is in no
     workspace), (name, state) of the one it holds after recording what the engine's path
     records (hooks/record.record_event: `subagent_stop`, `session_end`, each its own event);
-    None when the engine's path must answer. Stop records nothing: the snapshot's first line
-    answers it without SQLite."""
+    None when the engine's path must answer. Stop records nothing: the snapshot's line of the
+    session answers it without SQLite."""
     try:
         layout = workspace(data["cwd"])
     except LookupError:
@@ -226,7 +229,10 @@ def session_end(data: dict[str, Any], event: str) -> tuple[str, ...] | None:
         index = snapshot.read(layout.state_dir, loads)
         if index is None:
             return None
-        mine = [t for t in index.held if t["session"] == session]
+        try:
+            mine = index.held_by(session)
+        except (ValueError, UnicodeDecodeError):
+            return None
         return (str(mine[0]["name"]), str(mine[0]["state"])) if len(mine) == 1 else ()
     from taskgate.hooks import effects
 

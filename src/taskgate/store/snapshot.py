@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 FILE_NAME = "hook-snapshot.json"
-FORMAT = 2
+FORMAT = 3
 # What the snapshot is made of: a transaction that writes any of these must drop the file.
 TASK_COLUMNS = frozenset({"name", "state", "session_id", "required_agents", "lock_released_at"})
 EVENT_KINDS = frozenset({"validation"})  # the last one says who fixes a build failure (C-27)
@@ -158,76 +158,141 @@ AHEAD_HINT = (
 
 def file_text(conn: Any, loads: Callable[[str], Any]) -> str:
     """render(collect(conn, loads)) from a SQLite connection, the task lines concatenated by
-    SQLite itself (issue 18: the hook's check at 10,000 tasks).
-    Equal to render's text whenever the agents lists are stored as taskgate stores them
-    (compact JSON): a hand-edited row makes it differ, and the caller then asks the engine."""
+    SQLite itself (issue 18: the hook's check at 10,000 tasks). Equal to render's text
+    whenever the agents lists are stored as taskgate stores them (compact JSON): a
+    hand-edited row makes it differ, and the caller then asks the engine; ValueError for a
+    row that would break a line."""
     count, body = conn.execute(
         "SELECT COUNT(*), group_concat(line, '') FROM (SELECT name || char(9) || state || "
         "char(9) || required_agents || char(10) AS line FROM tasks ORDER BY name)"
     ).fetchone()
+    body = body or ""
+    if body.count("\n") != count or body.count("\t") != 2 * count or "\n=" in "\n" + body:
+        raise ValueError("a task's name, state or agents list would break a snapshot line")
     rows = conn.execute(
         "SELECT name, state, session_id, required_agents, lock_released_at FROM tasks "
         "WHERE session_id IS NOT NULL AND lock_released_at IS NULL ORDER BY name"
     ).fetchall()
-    from taskgate.store.canon import spaced
-
-    header = spaced({"format": FORMAT, "held": _held(conn, rows, loads), "tasks": count})
-    return header + "\n" + (body or "")
+    return _header(count) + body + _held_lines(_held(conn, rows, loads))
 
 
-# -- the file: the held tasks first, then one line per task --------------------------------
+# -- the file: one line per task, then one line per held lock --------------------------------
 #
-# Line 1 is JSON: {"format": 2, "held": [every task whose lock is held, in full], "tasks": N}.
-# Then one line per task, by name: NAME \t STATE \t ["agent", ...]. A PreToolUse decision
-# needs its own session's task (in the first line, however many tasks the store holds) and,
-# now and then, whether some other task exists and its agents (one `find` in the bytes), so
-# it never parses 10,000 entries (issue 18: 9 ms at 10,000 tasks, every guarded call).
+# Line 1 is JSON: {"format": 3, "tasks": N}. Then one line per task, by name:
+# NAME \t STATE \t ["agent", ...]. Then one line per task whose lock is held, by session:
+# = "SESSION" \t NAME \t {the task's entry: name, state, agents, session, plan_approved,
+# main_may_fix}, the session as a JSON string. A PreToolUse decision needs its own session's
+# task (one `find` of its line) and, now and then, whether some other task exists and its
+# agents (one `find` of the name), so it never parses 10,000 entries, whether the tasks are
+# finished or each held by its own session (issue 18: a 1 MB parse at 10,000 tasks before).
+
+
+def _header(count: int) -> str:
+    return f'{{"format": {FORMAT}, "tasks": {count}}}\n'
+
+
+def _session_key(session: str) -> str:
+    from taskgate.store.canon import compact
+
+    return "=" + compact(session) + "\t"
+
+
+def _held_lines(held: list[dict[str, Any]]) -> str:
+    from taskgate.store.canon import compact
+
+    keyed = sorted((_session_key(t["session"]), t["name"], t) for t in held)
+    return "".join(f"{key}{name}\t{compact(entry)}\n" for key, name, entry in keyed)
 
 
 def render(data: dict[str, Any]) -> str:
     """The file's text for collect()'s data (ValueError for a name or state that would break
-    a line: task names never hold a tab or a newline, R-TSK names)."""
-    from taskgate.store.canon import compact, spaced
+    a line: task names never hold a tab or a newline, or start with '=', R-TSK names)."""
+    from taskgate.store.canon import compact
 
     lines = []
     for t in data["tasks"]:
-        if any(c in t["name"] + t["state"] for c in "\t\n\r"):
+        if any(c in t["name"] + t["state"] for c in "\t\n\r") or t["name"].startswith("="):
             raise ValueError(f"task {t['name']!r} cannot be written to the hook snapshot")
         lines.append(f"{t['name']}\t{t['state']}\t{compact(t['agents'])}\n")
     held = [t for t in data["tasks"] if t["session"] is not None]
-    header = spaced({"format": FORMAT, "held": held, "tasks": len(data["tasks"])})
-    return header + "\n" + "".join(lines)
+    return _header(len(data["tasks"])) + "".join(lines) + _held_lines(held)
 
 
 class Index:
-    """The snapshot as a decision reads it: the held tasks at once, any task by name."""
+    """The snapshot as a decision reads it: a session's held tasks, any task by name."""
 
-    __slots__ = ("_body", "_found", "_loads", "count", "held")
+    __slots__ = ("_body", "_found", "_loads", "_sessions", "count")
 
-    def __init__(
-        self, held: list[dict[str, Any]], count: int, body: bytes, loads: Callable[[str], Any]
-    ) -> None:
-        self.held = held  # the entries of tasks whose lock is held (session set)
+    def __init__(self, count: int, body: bytes, loads: Callable[[str], Any]) -> None:
         self.count = count  # how many tasks the store holds
-        self._body = body  # b"\n" + the task lines
+        self._body = body  # b"\n" + the task lines + the held lines
         self._loads = loads
-        self._found: dict[str, dict[str, Any] | None] = {t["name"]: t for t in held}
+        self._found: dict[str, dict[str, Any] | None] = {}
+        self._sessions: dict[str, list[dict[str, Any]]] = {}
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> Index:
         """An index over collect()'s data (a store read, not a file)."""
-        tasks = data["tasks"]
-        index = cls([t for t in tasks if t["session"] is not None], len(tasks), b"", _no_json)
-        index._found.update((t["name"], t) for t in tasks)
+        index = cls(len(data["tasks"]), b"", _no_json)
+        for t in data["tasks"]:
+            index._found[t["name"]] = t
+            if t["session"] is not None:
+                index._sessions.setdefault(t["session"], []).append(t)
         index._body = b""
         return index
+
+    def held_by(self, session: str) -> list[dict[str, Any]]:
+        """The entries of the tasks whose lock `session` holds (more than one is corruption,
+        R-LCK-20: the caller says so)."""
+        if session in self._sessions or not self._body:
+            return self._sessions.get(session, [])
+        key = ("\n" + _session_key(session)).encode("utf-8", "surrogateescape")
+        found = []
+        at = self._body.find(key)
+        while at >= 0:
+            end = self._body.find(b"\n", at + 1)
+            entry = self._held_line(self._body[at + 1 : end if end >= 0 else None])
+            if entry.get("session") != session:
+                raise ValueError("a held line of the hook snapshot names another session")
+            found.append(entry)
+            at = self._body.find(key, at + 1)
+        self._sessions[session] = found
+        return found
+
+    def held_entry(self, name: str) -> dict[str, Any] | None:
+        """The full entry of task `name` when its lock is held, else None."""
+        if not self._body:
+            found = self._found.get(name)
+            return found if found is not None and found["session"] is not None else None
+        if any(c in name for c in "\t\n\r"):
+            return None
+        # Only a held line has a name followed by an object: a task line's third field is
+        # the agents list, and a session key is a JSON string (no raw tab).
+        at = self._body.find(b"\t" + name.encode("utf-8", "surrogateescape") + b"\t{")
+        if at < 0:
+            return None
+        start = self._body.rfind(b"\n", 0, at) + 1
+        end = self._body.find(b"\n", at)
+        entry = self._held_line(self._body[start : end if end >= 0 else None])
+        if entry["name"] != name:
+            raise ValueError("a held line of the hook snapshot does not parse")
+        return entry
+
+    def _held_line(self, line: bytes) -> dict[str, Any]:
+        parts = line.decode("utf-8").split("\t", 2)
+        if len(parts) != 3 or not parts[0].startswith("="):
+            raise ValueError("a held line of the hook snapshot does not have three fields")
+        entry = self._loads(parts[2])
+        if not _well_formed(entry) or entry["name"] != parts[1] or entry["session"] is None:
+            raise ValueError("a held line of the hook snapshot does not parse")
+        return dict(entry)
 
     def task(self, name: str) -> dict[str, Any] | None:
         """The task's entry (name, state, agents, session), None when the store has none."""
         if name in self._found:
             return self._found[name]
         entry = None
-        if self._body and not any(c in name for c in "\t\n\r"):
+        if self._body and not any(c in name for c in "\t\n\r") and not name.startswith("="):
             at = self._body.find(b"\n" + name.encode("utf-8", "surrogateescape") + b"\t")
             if at >= 0:
                 end = self._body.find(b"\n", at + 1)
@@ -236,14 +301,21 @@ class Index:
         return entry
 
     def tasks(self) -> list[dict[str, Any]]:
-        """Every task's entry, by name (parses the whole file: for the rare callers that
-        look at every task, like the effect check's baseline)."""
+        """Every task's entry, by name, held ones in full (parses the whole file: for the
+        rare callers that look at every task, like the effect check's baseline)."""
         if self._body:
+            held: dict[str, dict[str, Any]] = {}
             for line in self._body.split(b"\n"):
-                if line:
-                    name = line.split(b"\t", 1)[0].decode("utf-8", "surrogateescape")
-                    if name not in self._found:
-                        self._found[name] = self._line(line)
+                if line.startswith(b"="):
+                    entry = self._held_line(line)
+                    held[entry["name"]] = entry
+                elif line:
+                    found = self._line(line)
+                    self._found.setdefault(found["name"], found)
+            for name, entry in held.items():
+                if name not in self._found:
+                    raise ValueError("a held task of the hook snapshot has no task line")
+                self._found[name] = entry
             self._body = b""
         return sorted((t for t in self._found.values() if t is not None), key=_name)
 
@@ -272,19 +344,19 @@ def parse(text: str, loads: Callable[[str], Any]) -> dict[str, Any] | None:
         return None
     try:
         return {"format": FORMAT, "tasks": index.tasks()}
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, IndexError):
         return None
 
 
 # path -> (the file's bytes, its index): a long-lived reader (the HTTP hooks of `taskgate
-# serve`, issue 18) parses each version once; the bytes are still read and compared every
-# time (a memcmp), so a changed file is never answered from an old parse.
+# serve`, issue 18) indexes each version once; the bytes are still read and compared every
+# time (a memcmp), so a changed file is never answered from an old index.
 _PARSED: dict[str, tuple[bytes, Index]] = {}
 
 
 def read(state_dir: str, loads: Callable[[str], Any]) -> Index | None:
-    """The snapshot file's index when it is there and has the expected shape, else None.
-    Lines are checked when they are looked up (Index.task raises ValueError for a bad one)."""
+    """The snapshot file's index when it is there and has the expected header, else None.
+    Lines are checked when they are looked up (ValueError for a bad one)."""
     import os
 
     path = os.path.join(state_dir, FILE_NAME)
@@ -310,14 +382,10 @@ def _index(data: bytes, loads: Callable[[str], Any]) -> Index | None:
         return None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         return None
-    held, count = header.get("held"), header.get("tasks")
-    if not isinstance(held, list) or not all(_well_formed(t) for t in held):
-        return None
+    count = header.get("tasks")
     if not isinstance(count, int) or isinstance(count, bool) or end < 0:
         return None
-    if any(t["session"] is None for t in held):
-        return None
-    return Index(held, count, data[end:], loads)
+    return Index(count, data[end:], loads)
 
 
 def _well_formed(entry: Any) -> bool:

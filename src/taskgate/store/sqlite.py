@@ -565,7 +565,10 @@ class SqliteStore(Store):
             if wait_s is not None:
                 c.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
         try:
-            text = snapshot.render(snapshot.collect(c, json.loads))
+            try:  # SQLite builds the task lines: about 8 ms at 10,000 tasks (issue 18)
+                text = snapshot.file_text(c, json.loads)
+            except ValueError:  # a row that would break a line: render says which
+                text = snapshot.render(snapshot.collect(c, json.loads))
             top = snapshot.last_seq(c)
             state_dir = str(self.snapshot_path.parent)
             if snapshot.ahead(snapshot.seen(state_dir, (snapshot.SEQ_FILE,)), top):
