@@ -341,6 +341,7 @@ def test_a_lost_wal_over_two_tasks_keeps_both(tmp_path: Path) -> None:
     tasks = {t["task"]: t for t in out.json()["tasks"]}
     assert tasks[TASK]["source"] == "views" and tasks["fix-typo"]["source"] == "store"
     assert any("holds no anchor" in p for p in tasks[TASK]["problems"])
+    repo.ok("status")  # the rebuilt store serves every command again
     after = dump(repo.path / DB)
     for table in ("transitions", "agents", "verdicts", "presentations", "approvals"):
         assert after[table] == before[table], table

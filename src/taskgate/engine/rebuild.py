@@ -113,8 +113,9 @@ class RebuildResult:
 
     @property
     def proven(self) -> bool:
-        """Everything restored is proven (vacuously when nothing was rebuilt)."""
-        return all(t.proven for t in self.tasks)
+        """Everything restored from the views is proven, and every task was restored
+        (a task kept from the damaged store is as it was: the rebuild proves nothing there)."""
+        return all(t.proven for t in self.tasks if t.source != "store")
 
     def to_json(self) -> dict[str, Any]:
         """Stable JSON shape."""
@@ -475,19 +476,25 @@ def render_text(result: RebuildResult) -> str:
     for t in result.tasks:
         if t.source == "none":
             lines.append(f"  {t.task}: NOT RESTORED")
+        elif t.source == "store":
+            lines.append(
+                f"  {t.task}: {t.state} at seq {t.seq}, kept as the damaged store had it (its "
+                "views were not ahead of it)"
+            )
+            continue
         else:
-            where = "the views" if t.source == "views" else "the damaged store"
             proof = (
                 f"proven against git anchor #{t.anchored}"
                 if t.proven
                 else "NOT PROVEN" + (f" after git anchor #{t.anchored}" if t.anchored else "")
             )
             lines.append(
-                f"  {t.task}: {t.state} at seq {t.seq}, {t.events} events from {where}; {proof}"
+                f"  {t.task}: {t.state} at seq {t.seq}, {t.events} events from the views; {proof}"
             )
         if t.unproven:
+            after = "after the last anchor" if t.anchored else "no git anchor covers them"
             lines.append(
-                f"    events only in the views, after the last anchor: "
+                f"    events only in the views, {after}: "
                 f"#{t.unproven[0]}..#{t.unproven[-1]} ({len(t.unproven)})"
             )
         lines += [f"    {p}" for p in t.problems]
