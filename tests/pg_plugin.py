@@ -9,8 +9,9 @@ not apply and fail under it, and so do suites that copy a template repository bu
 (test_complete.py's copy_repo: the copy's views are ahead of its fresh database, exit 5); the
 plugin is for the protocol suites. On PostgreSQL at the time of writing: test_checkpoints.py
 passes (22 tests); test_crash.py passes (8: its invariants read through the workspace's
-store); test_cli.py and test_faults_lease.py pass but for the four tests that open state.db
-with sqlite3 (36 passed).
+store); test_concurrency.py (2) and test_http_hooks_parity.py (1) pass; test_cli.py and
+test_faults_lease.py pass but for the four tests that open state.db with sqlite3 (36 passed),
+test_server_hooks.py but for the one that fingerprints state.db.
 """
 
 from __future__ import annotations
