@@ -323,6 +323,22 @@ def test_the_hook_snapshot_is_not_mistaken_for_lost_steps(repo: Repo) -> None:
     assert int(seq_file.read_text()) == seen and snap_file.read_text() == text  # not rewritten
 
 
+def repository_event(repo: Repo) -> None:
+    """An event on the repository's trail (engine/guard_trail.py), as taskgate appends one."""
+    from taskgate.engine.guard_trail import REPOSITORY
+    from taskgate.store.records import GENESIS_HASH, event_hash
+
+    at, payload = "2026-01-01T00:00:00Z", {"rule": "R-LCK-09", "what": "a test record"}
+    digest = event_hash(GENESIS_HASH, REPOSITORY, at, "guard", payload)
+    conn = sqlite3.connect(repo.path / DB)
+    conn.execute(
+        "INSERT INTO events (task, at, kind, payload, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)",
+        (REPOSITORY, at, "guard", json.dumps(payload, separators=(",", ":")), GENESIS_HASH, digest),
+    )
+    conn.commit()
+    conn.close()
+
+
 def test_a_lost_wal_over_two_tasks_keeps_both(tmp_path: Path) -> None:
     """One task's steps survive in the old store, the other's only in its views: each comes
     from where it is newest, event numbers kept across tasks, nothing lost or made up."""
@@ -332,6 +348,7 @@ def test_a_lost_wal_over_two_tasks_keeps_both(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     repo.ok("start", TASK, session="s1")
     to_classified(repo, "fix-typo", session="s2")
+    repository_event(repo)  # a trail with no task row and no view: only the store has it
     checkpoint_copy(repo, tmp_path / "old.db")
     repo.ok("classify", TASK, session="s1", cwd=repo.worktree(TASK))  # only in the lost WAL
     before = dump(repo.path / DB)
@@ -347,6 +364,7 @@ def test_a_lost_wal_over_two_tasks_keeps_both(tmp_path: Path) -> None:
         assert after[table] == before[table], table
     restored = [e for e in after["events"] if e["kind"] != "recovery"]
     assert restored == before["events"]  # both tasks' events, numbers interleaved as before
+    assert out.json()["kept_repository_events"] == 1  # the repository's trail too
     assert {t["name"]: t["state"] for t in after["tasks"]} == {
         TASK: "CLASSIFIED",
         "fix-typo": "CLASSIFIED",

@@ -104,6 +104,7 @@ class RebuildResult:
 
     damage: str  # what was wrong with the store ("" when nothing was)
     kept_aside: str = ""  # where the damaged files went
+    kept_events: int = 0  # events of trails without a task (the repository's) kept from it
     tasks: list[TaskRebuild] = field(default_factory=list)
 
     @property
@@ -123,6 +124,7 @@ class RebuildResult:
             "damage": self.damage,
             "rebuilt": self.rebuilt,
             "kept_aside": self.kept_aside,
+            "kept_repository_events": self.kept_events,
             "proven": self.proven,
             "tasks": [t.to_json() for t in self.tasks],
         }
@@ -188,6 +190,33 @@ def _old_store(ws: Workspace) -> tuple[dict[str, TaskSnapshot], str]:
         return {}, f"the store cannot be read: {getattr(exc, 'message', exc)}"
     finally:
         store.close()
+
+
+def _orphan_events(ws: Workspace) -> list[EventRow]:
+    """Events of trails without a task row (the repository's trail, engine/guard_trail.py)
+    that the damaged store still yields: no view carries them, so they are copied as they are."""
+    import json
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(f"{ws.db_path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+        try:
+            rows = conn.execute(
+                "SELECT seq, task, at, kind, payload, prev_hash, hash FROM events "
+                "WHERE task NOT IN (SELECT name FROM tasks) ORDER BY seq"
+            ).fetchall()
+        finally:
+            conn.close()
+    except (sqlite3.Error, OSError):
+        return []  # unreadable: reported as the store's damage already
+    found = []
+    for seq, task, at, kind, payload, prev, digest in rows:
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            data = {"_unparseable": payload}
+        found.append(EventRow(task, at, kind, data, prev, digest, int(seq)))
+    return found
 
 
 def _view_tasks(ws: Workspace) -> list[str]:
@@ -402,12 +431,20 @@ def _rebuild(engine: Engine) -> RebuildResult:
     stamp = engine.now().replace("-", "").replace(":", "")
     work = ws.state_dir / f"rebuild-{stamp}"
     work.mkdir(parents=True, exist_ok=False)
-    from taskgate.store.sqlite import SqliteStore
+    from taskgate.store.sqlite import SqliteStore, SqliteTx
 
     used: set[int] = set()
+    orphans = _orphan_events(ws)
     try:
         fresh = SqliteStore(work / ws.db_path.name, timeout=10.0)
         try:
+            if orphans:  # the repository's trail: only the store ever had it
+                with fresh.write() as tx:
+                    assert isinstance(tx, SqliteTx)
+                    for e in orphans:
+                        tx.restore_event(e)
+                used |= {e.seq for e in orphans}
+                result.kept_events = len(orphans)
             # The store's own rows first: a view cannot take an event number the store has.
             for snap, item in sorted(chosen, key=lambda c: c[1].source != "store"):
                 clash = sorted(used & {e.seq for e in snap.events})
@@ -473,6 +510,10 @@ def render_text(result: RebuildResult) -> str:
     lines = [f"recover --rebuild: {result.damage}"]
     if result.rebuilt:
         lines.append(f"  the damaged store was moved to {result.kept_aside} (nothing deleted)")
+    if result.kept_events:
+        lines.append(
+            f"  {result.kept_events} events of the repository's trail kept from the damaged store"
+        )
     for t in result.tasks:
         if t.source == "none":
             lines.append(f"  {t.task}: NOT RESTORED")
