@@ -423,7 +423,10 @@ def complete_to_cleanup(f: TaskFacts) -> list[Violation]:
     if not f.merged_to_main:
         problems.append(
             Violation(
-                "R-CLN-01", "main does not contain the task commit", "run 'taskgate complete'"
+                "R-CLN-01",
+                "main does not contain the task commit",
+                "run 'taskgate complete T'; if it says the task is complete, main lost the "
+                "merged commit: restore main from its reflog (git reflog show main)",
             )
         )
     problems += [
