@@ -225,3 +225,14 @@ def test_a_task_the_session_claims_later_fails_its_audit_too(repo: Repo) -> None
     # s1's task, which s9 never touched, still passes the check.
     other = repo.run("audit", TASK, "--json").json()["tasks"][0]["checks"]
     assert next(c for c in other if c["id"] == "guards")["passed"]
+
+
+def test_http_entries_are_compared_with_what_install_http_writes(tmp_path: Path) -> None:
+    """`hooks install --http`: the HTTP entries (and the autostart command) are what the
+    check compares against; a removed HTTP entry is reported, an intact install is not."""
+    repo = make_repo(tmp_path / "r")
+    repo.ok("start", TASK)
+    repo.ok("hooks", "install", "--http", "--port", "7461", "--state-dir", str(tmp_path / "st"))
+    assert "systemMessage" not in session_start(repo)
+    edit(settings(), _remove("PostToolUse"))
+    assert "the PostToolUse entry was removed" in session_start(repo)["systemMessage"]
