@@ -7,6 +7,7 @@ escapes (the control) and it is said on stderr."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,9 @@ def test_a_spec_role_writes_only_its_reply(repo: Repo, tmp_path: Path) -> None:
     assert "ESCAPED" not in spec and spec.count("refused") == 4, spec
     assert "Read-only file system" in spec
     assert _digest(db) == before and b"PWNED" not in db.read_bytes()
+    how = json.loads((workflow(repo) / ".workflow" / "agents" / "spec-writer.sandbox.json")
+                     .read_text())  # fmt: skip
+    assert how["mode"] == "confined", how
     assert not (repo.path / "PWNED").exists()
     assert git(repo.path, "rev-parse", "main") == main
 

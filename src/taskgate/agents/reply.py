@@ -24,6 +24,7 @@ Files go to `job.files_dir`: `<stem>.prompt.md` (also `$TASKGATE_PROMPT_FILE`),
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -113,6 +114,7 @@ def run_for_reply(settings: AgentSettings, job: ReplyJob) -> Reply:
         cmd = CodexBackend.from_settings(settings).command_in(job.cwd, last)
     env = reply_env(settings, job, prompt_file=prompt_file, result_file=answer)
     proc, how = _run_confined(settings, job, cmd, env, stdin, outputs=(answer, last))
+    atomic_write(job.files_dir / f"{job.stem}.sandbox.json", json.dumps(how) + "\n")
     raw = transcript(proc)
     if raw:
         atomic_write(job.files_dir / f"{job.stem}.output.txt", raw)
