@@ -424,8 +424,8 @@ def _pre_tool_use(repo: Repo, session: str, path: Path) -> str:
 def test_hook_reads_the_server_so_another_machines_release_counts_at_once(
     url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """PreToolUse on a PostgreSQL workspace decides from the server, never from this machine's
-    file, which another machine's write cannot drop (LISTEN/NOTIFY is not built)."""
+    """PreToolUse on a PostgreSQL workspace decides from the server's current data: this
+    machine's file only at the server's snapshot clock (tests/test_pg_notify.py)."""
     monkeypatch.setenv("TASKGATE_DATABASE_URL", url)
     a = make_repo(tmp_path / "a")
     b_path = tmp_path / "b"

@@ -116,9 +116,15 @@ def load_actor(layout: Layout, session: str, agent: str) -> Actor:
     except OSError:
         from taskgate.store.select import server_snapshot  # issue 20: PostgreSQL, no state.db
 
-        served = server_snapshot(layout.repo)
+        served = server_snapshot(layout.repo, layout.state_dir)
         if served is not None:
-            return actor_from(snapshot.Index.of(served), session, agent, orchestrated())
+
+            def full() -> snapshot.Index:  # a damaged line of this machine's file
+                again = server_snapshot(layout.repo)  # the server's data, no file
+                assert again is not None
+                return again
+
+            return actor_from(served, session, agent, orchestrated(), full)
         raise StoreUnreadable(  # e.g. .taskgate/ deleted: still guarded (GOVERNED_MARKER)
             f"the taskgate store {db} is missing; restore .taskgate/ and taskgate.toml (the "
             f"repository stays guarded while .git/{GOVERNED_MARKER} exists)",

@@ -37,9 +37,14 @@ def _event(name: str) -> str:
 
 def _run(event: str, body: str) -> tuple[int, str]:
     from taskgate.hooks.dispatch import run_hook
+    from taskgate.store.select import answer_warm
 
     out = io.StringIO()
-    code = run_hook([event], stdin=io.StringIO(body), stdout=out)
+    answer_warm(True)  # a PostgreSQL store's PreToolUse data stays in memory (store/pg_warm.py)
+    try:
+        code = run_hook([event], stdin=io.StringIO(body), stdout=out)
+    finally:
+        answer_warm(False)
     return code, out.getvalue()
 
 

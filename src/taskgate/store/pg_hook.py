@@ -162,9 +162,18 @@ def collect(conn: Any, loads: Any) -> dict[str, Any]:
     return {"format": snap.FORMAT, "tasks": tasks}
 
 
-def snapshot(url: str, loads: Any, *, connect_timeout: int = 5) -> dict[str, Any] | None:
+# snapshot()'s answer when the server's snapshot clock still says `clock`: the caller's file
+# of that clock is the store's current data (store/postgres.py writes the two together).
+SAME: dict[str, Any] = {}
+# pg_schema.CLOCK_READ (that module is not imported here: the hook's import budget).
+_CLOCK_READ = "SELECT seq FROM snapshot_clock WHERE id = 1"
+
+
+def snapshot(
+    url: str, loads: Any, *, clock: int | None = None, connect_timeout: int = 5
+) -> dict[str, Any] | None:
     """store/snapshot.py's data read in one REPEATABLE READ transaction, or None without
-    libpq."""
+    libpq; SAME when `clock` (a local file's) is still the server's snapshot clock."""
     lib = _load()
     if lib is None:
         return None
@@ -179,6 +188,13 @@ def snapshot(url: str, loads: Any, *, connect_timeout: int = 5) -> dict[str, Any
             first = (why or b"").decode("utf-8", "replace").strip().splitlines()
             raise HookStoreError(first[0] if first else "connection failed")
         conn = _Conn(lib, handle)
+        if clock is not None:
+            try:
+                now = conn.execute(_CLOCK_READ).fetchone()
+            except HookStoreError:  # no clock table (a store no write opened since): read all
+                now = None
+            if now is not None and now[0] == clock:
+                return SAME
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         return collect(conn, loads)
     finally:

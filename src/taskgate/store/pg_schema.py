@@ -38,3 +38,19 @@ def migrations() -> tuple[tuple[str, str], ...]:
 def statements(sql: str) -> list[str]:
     """The statements of one migration (split on ';', comments kept with their statement)."""
     return [s.strip() for s in sql.split(";") if s.strip()]
+
+
+# The snapshot clock (issue 20, hooks per machine): one row whose `seq` every write transaction
+# that changes the hook snapshot's data advances before it commits (with NOTIFY CHANNEL), so a
+# machine's warm copy of that data is checked against the store with one tiny query. Not a
+# migration: the migrations stay the ones SQLite applies (`taskgate migrate` compares them),
+# and the row is bookkeeping of the server store only.
+CLOCK_TABLE = "snapshot_clock"
+CHANNEL = "taskgate_snapshot"
+CLOCK_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {CLOCK_TABLE} "
+    "(id INTEGER PRIMARY KEY CHECK (id = 1), seq BIGINT NOT NULL)",
+    f"INSERT INTO {CLOCK_TABLE} (id, seq) VALUES (1, 1) ON CONFLICT (id) DO NOTHING",
+)
+CLOCK_READ = f"SELECT seq FROM {CLOCK_TABLE} WHERE id = 1"
+CLOCK_ADVANCE = f"UPDATE {CLOCK_TABLE} SET seq = seq + 1 WHERE id = 1 RETURNING seq"

@@ -16,8 +16,9 @@ Reads: REPEATABLE READ READ ONLY, one consistent snapshot per read transaction.
 
 The hook snapshot (store/snapshot.py) is per machine: this machine's writes drop and rewrite
 `<state dir>/hook-snapshot.json` under the writer lock from the transaction's own data, as the
-SQLite store does. A write from another machine does not reach this machine's file yet
-(LISTEN/NOTIFY invalidation is not built; docs/teams.md says so).
+SQLite store does, with the snapshot clock it was read at beside it (CLOCK_FILE). Every such
+write advances the clock (pg_schema.CLOCK_TABLE) and NOTIFYs it, so another machine's file or
+`taskgate serve`'s memory (store/pg_warm.py) is trusted only at the server's current clock.
 
 Credentials come only from the URL's environment variable or libpq's own files (PGPASSFILE,
 ~/.pgpass, PGSERVICEFILE); every message taskgate prints names the database by `describe()`,
@@ -40,10 +41,14 @@ from psycopg.conninfo import conninfo_to_dict
 from taskgate import failpoints
 from taskgate.errors import EnvironmentFault, Locked, SchemaDamaged
 from taskgate.fsutil import atomic_write
-from taskgate.store import pg_hook, pg_schema, snapshot
+from taskgate.store import pg_hook, pg_schema, select, snapshot
 from taskgate.store.base import Store, StoreCorrupt, Tx
 from taskgate.store.pg_tx import TASK_COLUMNS, PgTx, QmarkConnection
 from taskgate.store.records import TaskSnapshot
+
+# Beside this machine's hook snapshot: the snapshot clock (pg_schema.CLOCK_TABLE) it was read
+# at. The hook trusts the file only while the server's clock still says that (pg_hook.py).
+CLOCK_FILE = select.CLOCK_FILE
 
 # pg_advisory_xact_lock key of the writer lock: "taskgate" in ASCII.
 WRITER_LOCK = 0x7461736B67617465
@@ -101,6 +106,7 @@ class PgStore(Store):
     ) -> None:
         self.url = url
         self.snapshot_path = state_dir / snapshot.FILE_NAME
+        self.clock_path = state_dir / CLOCK_FILE
         self.timeout = timeout
         self.read_only = read_only
         self.connect_timeout = connect_timeout
@@ -161,7 +167,8 @@ class PgStore(Store):
         c = self._conn
         known = pg_schema.migrations()
         try:  # the common case, checked without the writer lock: nothing to apply
-            if {r[0] for r in c.execute("SELECT name FROM migrations")} == {n for n, _ in known}:
+            names = {r[0] for r in c.execute("SELECT name FROM migrations")}
+            if names == {n for n, _ in known} and self._has_clock():
                 return
         except pgerrors.UndefinedTable:
             pass
@@ -186,11 +193,18 @@ class PgStore(Store):
                     "INSERT INTO migrations (name, applied_at) VALUES (%s, %s)",
                     (name, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")),
                 )
+            for statement in pg_schema.CLOCK_DDL:
+                c.execute(statement)
             c.execute("COMMIT")
         except BaseException:
             with suppress(psycopg.Error):
                 c.execute("ROLLBACK")
             raise
+
+    def _has_clock(self) -> bool:
+        row = self._conn.execute("SELECT to_regclass(%s) IS NOT NULL", (pg_schema.CLOCK_TABLE,))
+        found = row.fetchone()
+        return bool(found and found[0])
 
     def migration_names(self) -> list[str]:
         """The applied migrations' names, in order (`taskgate migrate`)."""
@@ -300,8 +314,10 @@ class PgStore(Store):
             raise
         else:
             if tx.touches_snapshot:  # under the writer lock, before the change is visible
+                self.clock_path.unlink(missing_ok=True)
                 self.snapshot_path.unlink(missing_ok=True)
                 failpoints.hit("store.snapshot_dropped")
+                self._advance_clock()
             try:
                 failpoints.hit_os("store.commit")
                 self._conn.execute("COMMIT")
@@ -314,6 +330,20 @@ class PgStore(Store):
                 failpoints.hit("store.committed")
                 with suppress(psycopg.Error, OSError, ValueError, TypeError, EnvironmentFault):
                     self.refresh_snapshot(wait_s=0.1)
+
+    def _advance_clock(self) -> None:
+        """Inside the write transaction: the snapshot clock moves on, and every machine's
+        `taskgate serve` listening on the channel hears the new value when this commits."""
+        try:
+            row = self._conn.execute(pg_schema.CLOCK_ADVANCE).fetchone()
+            if row is not None:
+                self._conn.execute("SELECT pg_notify(%s, %s)", (pg_schema.CHANNEL, str(row[0])))
+        except psycopg.OperationalError as exc:
+            self._rollback()
+            raise unreachable(self.url, exc) from None
+        except psycopg.Error as exc:
+            self._rollback()
+            raise StoreCorrupt(f"store write failed: {exc}") from exc
 
     def refresh_snapshot(self, *, wait_s: float | None = None) -> str:
         """Rewrite this machine's hook snapshot from the store under the writer lock:
@@ -333,13 +363,23 @@ class PgStore(Store):
             except pgerrors.LockNotAvailable:
                 return "busy"
             text = snapshot.render(pg_hook.collect(QmarkConnection(c), json.loads))
+            row = c.execute(pg_schema.CLOCK_READ).fetchone()
+            clock = f"{row[0]}\n" if row else ""
             try:
                 current: str | None = self.snapshot_path.read_text(encoding="utf-8")
+                seen: str | None = self.clock_path.read_text(encoding="ascii")
             except (OSError, UnicodeDecodeError):
-                current = None
+                current = seen = None
+            if current == text and seen == clock:
+                return "unchanged"
+            # The clock file goes first and comes back last: a hook that reads it before the
+            # snapshot never pairs a clock with an older file than the one it was read with.
+            self.clock_path.unlink(missing_ok=True)
+            atomic_write(self.snapshot_path, text, durable=False)
+            if clock:
+                atomic_write(self.clock_path, clock, durable=False)
             if current == text:
                 return "unchanged"
-            atomic_write(self.snapshot_path, text, durable=False)
             # Never "replaced": another machine's commit cannot drop this machine's file, so a
             # difference is expected here, not evidence of a change outside taskgate.
             return "written"

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the hook process imports this module: nothing else at impor
 
     from taskgate.engine.workspace import Workspace
     from taskgate.store.base import Store
+    from taskgate.store.snapshot import Index
 
 ENV_VAR = "TASKGATE_DATABASE_URL"
 _SCHEMES = ("postgresql://", "postgres://")
@@ -113,12 +114,15 @@ def open_store(ws: Workspace, *, timeout: float, read_only: bool = False) -> Sto
     return PgStore(url, Path(ws.state_dir), timeout=timeout, read_only=read_only)
 
 
-def server_snapshot(repo: str) -> dict[str, Any] | None:
-    """For the PreToolUse hook of a PostgreSQL workspace: store/snapshot.py's data read from
-    the server in one consistent transaction, or None when `repo` uses SQLite.
+def server_snapshot(repo: str, state_dir: str | None = None) -> Index | None:
+    """For the PreToolUse hook of a PostgreSQL workspace: store/snapshot.py's data as the
+    server has it now, or None when `repo` uses SQLite.
 
-    The per-machine file is not used on PostgreSQL yet: another machine's write cannot drop
-    it, so it could allow what the store forbids (LISTEN/NOTIFY invalidation is not built)."""
+    Never stale across machines: this machine's file (`state_dir`) is used only while the
+    server's snapshot clock (store/pg_schema.py) still equals the clock the file was written
+    at, which any machine's write advances before it commits; otherwise the data is read from
+    the server in one consistent transaction. `taskgate serve`'s hook threads (answer_warm)
+    keep the data in memory, checked against the clock the same way, refreshed on NOTIFY."""
     try:
         with open(os.path.join(repo, "taskgate.toml"), encoding="utf-8") as handle:
             text = handle.read()
@@ -130,16 +134,60 @@ def server_snapshot(repo: str) -> dict[str, Any] | None:
     assert url is not None
     import json
 
+    from taskgate.store import snapshot
+
+    if _WARM and _thread_ident() in _WARM:
+        from taskgate.store import pg_warm  # the serve process: psycopg is loaded anyway
+
+        return snapshot.Index.of(pg_warm.snapshot(url))
     from taskgate.store import pg_hook  # libpq through ctypes: no 0.2 s psycopg import
 
+    local = _local_file(state_dir, json.loads) if state_dir else None
     try:
-        found = pg_hook.snapshot(url, json.loads)
+        found = pg_hook.snapshot(url, json.loads, clock=local[0] if local else None)
     except pg_hook.HookStoreError as exc:
         from taskgate.store.postgres import unreachable
 
         raise unreachable(url, exc) from None
+    if found is pg_hook.SAME and local is not None:
+        return local[1]
     if found is not None:
-        return found
+        return snapshot.Index.of(found)
     from taskgate.store.postgres import read_hook_snapshot  # no libpq could be loaded
 
-    return read_hook_snapshot(url)
+    return snapshot.Index.of(read_hook_snapshot(url))
+
+
+def _thread_ident() -> int:
+    import _thread
+
+    return _thread.get_ident()
+
+
+def _local_file(state_dir: str, loads: Any) -> tuple[int, Index] | None:
+    """(clock, index) of this machine's hook snapshot, the clock file read first (the store
+    drops it first and writes it last), or None when either is missing or unreadable."""
+    from taskgate.store import snapshot
+
+    try:
+        with open(os.path.join(state_dir, CLOCK_FILE), encoding="ascii") as handle:
+            clock = int(handle.read().strip())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    index = snapshot.read(state_dir, loads)
+    return None if index is None else (clock, index)
+
+
+# store/postgres.py's CLOCK_FILE (that module imports psycopg: not here).
+CLOCK_FILE = "hook-snapshot.clock"
+# The threads answering HTTP hooks in `taskgate serve` (server/hookdoor.py): only they use the
+# in-memory data; the command hook, and any other caller in the process, never does.
+_WARM: set[int] = set()
+
+
+def answer_warm(on: bool) -> None:
+    """Mark (or unmark) the calling thread as `taskgate serve`'s hook thread: its PostgreSQL
+    PreToolUse data then comes from memory checked against the clock (store/pg_warm.py)."""
+    import _thread
+
+    (_WARM.add if on else _WARM.discard)(_thread.get_ident())
