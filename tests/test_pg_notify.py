@@ -84,21 +84,24 @@ def test_this_machines_file_is_used_only_at_the_servers_clock(url: str, tmp_path
     with a.write() as tx:
         tx.insert_task(_row("t1"))
     seen = server_snapshot(str(tmp_path), str(a_dir))
-    assert seen is not None and seen.task("t1")["session"] == "s1"  # type: ignore[index]
+    assert seen is not None and [t["name"] for t in seen.held_by("s1")] == ["t1"]
     # At the server's clock the file is the store's data (a marker no server read gives).
     text = (a_dir / "hook-snapshot.json").read_text()
-    forged = text.replace('"session": "s1"', '"session": "from-file"')
-    (a_dir / "hook-snapshot.json").write_text(forged)
+    assert "t1\tINIT\t" in text
+    (a_dir / "hook-snapshot.json").write_text(text.replace("t1\tINIT\t", "t1\tFROM-FILE\t"))
     trusted = server_snapshot(str(tmp_path), str(a_dir))
-    assert trusted is not None and trusted.task("t1")["session"] == "from-file"  # type: ignore[index]
+    assert trusted is not None and trusted.task("t1") == {
+        "name": "t1", "state": "FROM-FILE", "agents": [], "session": None,
+    }  # fmt: skip
     # Machine B releases the task: A's file is not touched, and is no longer trusted.
     with b.write() as tx:
         current = tx.task("t1")
         assert current is not None
         tx.update_task("t1", current.seq, lock_released_at="2026-01-02T00:00:00Z")
-    assert "from-file" in (a_dir / "hook-snapshot.json").read_text()
+    assert "FROM-FILE" in (a_dir / "hook-snapshot.json").read_text()
     now = server_snapshot(str(tmp_path), str(a_dir))
-    assert now is not None and now.task("t1")["session"] is None  # type: ignore[index]
+    assert now is not None and now.held_by("s1") == [] and now.held_entry("t1") is None
+    assert now.task("t1") is not None and now.task("t1")["state"] == "INIT"  # type: ignore[index]
     a.close(), b.close()
 
 
