@@ -82,7 +82,13 @@ def _server_first(repo: Repo, state: Path, session: str) -> str:
 
 
 def _bash(
-    repo: Repo, cwd: Path, commands: list[str], *, door: bool = True, session: str = SESSION
+    repo: Repo,
+    cwd: Path,
+    commands: list[str],
+    *,
+    door: bool = True,
+    session: str = SESSION,
+    serve: bool = True,
 ) -> list[str]:
     """One sandboxed session running each command as a Bash call; their outputs."""
     from realclients.clients import run_claude
@@ -99,7 +105,8 @@ def _bash(
             "go", cwd=cwd, home=home, port=mock.port, unix_socket=mock.unix_socket,
             args=["--settings", str(settings), "--session-id", SESSION],
             env={"PYTHONPATH": str(SRC), "TASKGATE_SESSION": session},
-            permission_mode="default", before=_server_first(repo, state, session), timeout=180,
+            permission_mode="default", before=_server_first(repo, state, session) if serve else "",
+            timeout=180,
         )  # fmt: skip
         assert run.code == 0, run.err[-2000:]
         results = [str(r["text"]) for r in mock.main[-1].tool_results()]
@@ -181,4 +188,17 @@ def test_without_the_allowed_address_the_proxy_refuses_and_the_store_stays(
     )  # fmt: skip
     assert "proxy refused" in out and "allowedDomains" in out and "rc=0" not in out, out
     assert "Traceback" not in out
+    assert fingerprint(repo.path) == before
+
+
+def test_without_a_server_the_session_is_told_to_start_one(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r")
+    to_classified(repo, TASK, session=SESSION)
+    repo.ok("hooks", "install", "--project", "--sandbox")
+    before = fingerprint(repo.path)
+    [out] = _bash(
+        repo, repo.worktree(TASK), [f"{TASKGATE} transition {TASK} REQUIREMENTS; echo rc=$?"],
+        serve=False,
+    )  # fmt: skip
+    assert "taskgate serve" in out and "rc=0" not in out and "Traceback" not in out, out
     assert fingerprint(repo.path) == before

@@ -248,6 +248,9 @@ def test_the_tunnel_through_a_proxy(served: tuple[Repo, Running]) -> None:
     refusing = _Proxy(status=403)
     with pytest.raises(door_tcp.Unreachable, match="allowedDomains"):
         door_tcp._tunnel(endpoint, urlsplit(f"http://127.0.0.1:{refusing.port}"))
+    nobody = _Proxy(status=502)  # the proxy could not reach the port: no server
+    with pytest.raises(door_tcp.Unreachable, match="taskgate serve"):
+        door_tcp._tunnel(endpoint, urlsplit(f"http://127.0.0.1:{nobody.port}"))
 
 
 def test_no_endpoint_no_listener(tmp_path: Path) -> None:

@@ -8,6 +8,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from conftest import Repo
 
 
@@ -82,3 +84,24 @@ def test_shared_user_settings_keep_what_another_repository_relies_on(
     assert json.loads(user.read_text()) == {
         "sandbox": {"filesystem": {"allowWrite": ["//mine"]}}
     }  # only the person's own setting is left
+
+
+def test_where_claude_code_s_sandbox_cannot_run_sessions_stay_unconfined_and_it_is_said(
+    repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+    import sys
+
+    bin_dir = tmp_path / "bin"  # git and bwrap, but no socat: Claude Code's sandbox cannot run
+    bin_dir.mkdir()
+    for tool in ("git", "bwrap"):
+        found = shutil.which(tool)
+        if found is None:
+            pytest.skip(f"{tool} is not installed")
+        (bin_dir / tool).symlink_to(found)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}")
+    insisted = repo.run("hooks", "install", "--project", "--sandbox")
+    assert insisted.code == 2 and "socat" in insisted.err, insisted.err
+    default = repo.ok("hooks", "install", "--project")
+    assert "run unconfined" in default.out and "socat" in default.out, default.out
+    assert "sandbox" not in _settings(repo) and _settings(repo)["hooks"]["PreToolUse"]

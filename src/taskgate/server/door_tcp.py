@@ -273,11 +273,18 @@ def _tunnel(endpoint: Endpoint, proxy: Any) -> socket.socket:
                 break
             answer += chunk
         status = answer.split(b"\r\n", 1)[0].decode("latin-1")
-        if status.split()[1:2] != ["200"]:
+        code = status.split()[1:2]
+        if code == ["403"]:
             raise Unreachable(
-                f"the sandbox's proxy refused {endpoint.address} ({status or 'no answer'}): "
+                f"the sandbox's proxy refused {endpoint.address} ({status}): "
                 f"'{endpoint.address}' must be in sandbox.network.allowedDomains (run 'taskgate "
                 "hooks install' outside the sandbox)"
+            )
+        if code != ["200"]:
+            raise Unreachable(
+                f"nothing answers {endpoint.address} behind the sandbox's proxy "
+                f"({status or 'no answer'}): is 'taskgate serve' running for this repository? "
+                "(hooks install --http makes SessionStart start it)"
             )
         sock.settimeout(None)
         return sock
