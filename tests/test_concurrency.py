@@ -1,4 +1,5 @@
-"""Many processes racing for tasks: exactly one owner each, no session holding two (R-LCK-01/19)."""
+"""Many processes racing for tasks: exactly one owner each, no session holding two (R-LCK-01/19),
+on either store (SQLite, and a real PostgreSQL server: tests/store_kinds.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 from conftest import SRC, git, make_repo
+from store_kinds import cluster_fixture, kind_fixture  # noqa: F401
 
 
 def _spawn(repo: Path, session: str, *args: str) -> subprocess.Popen[str]:
@@ -30,7 +32,7 @@ def _finish(procs: list[subprocess.Popen[str]]) -> list[tuple[int, str, str]]:
     return results
 
 
-def test_R_LCK_01_twenty_four_processes_race_for_one_task(tmp_path: Path) -> None:
+def test_R_LCK_01_twenty_four_processes_race_for_one_task(tmp_path: Path, store_kind: str) -> None:
     repo = make_repo(tmp_path / "r")
     procs = [_spawn(repo.path, f"s{i}", "start", "add-login") for i in range(24)]
     results = _finish(procs)
@@ -43,7 +45,7 @@ def test_R_LCK_01_twenty_four_processes_race_for_one_task(tmp_path: Path) -> Non
     assert git(repo.path, "worktree", "list", "--porcelain").count("worktree ") == 2
 
 
-def test_R_LCK_19_twenty_sessions_race_for_ten_tasks(tmp_path: Path) -> None:
+def test_R_LCK_19_twenty_sessions_race_for_ten_tasks(tmp_path: Path, store_kind: str) -> None:
     todo = "".join(
         f"## task-{i}: Task {i}\n- Purpose: p\n- Scope: s\n- Components: c\n\n" for i in range(10)
     )
@@ -60,3 +62,4 @@ def test_R_LCK_19_twenty_sessions_race_for_ten_tasks(tmp_path: Path) -> None:
     listed = git(repo.path, "worktree", "list", "--porcelain")
     assert listed.count("worktree ") == 11
     git(repo.path, "fsck", "--no-progress")
+    assert (repo.path / ".taskgate" / "state.db").exists() == (store_kind == "sqlite")

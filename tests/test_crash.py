@@ -1,5 +1,6 @@
 """kill -9 inside protocol steps: the store opens, the state is old or new, the log matches,
-and the views are re-rendered by the next command (R-TRN-04, R-TRN-05)."""
+and the views are re-rendered by the next command (R-TRN-04, R-TRN-05). On both stores:
+SQLite and a real PostgreSQL server (tests/store_kinds.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 
 from conftest import Repo, make_repo
 from flow import to_requirements
+from store_kinds import cluster_fixture, kind_fixture  # noqa: F401
 from taskgate.cli.main import main
 
 
@@ -67,7 +69,7 @@ def check_invariants(repo: Repo, task: str, *, in_process: bool = False) -> str:
 
 
 @pytest.mark.parametrize("point", ["step:before-commit", "step:after-commit", "views:mid"])
-def test_failpoints_in_a_transition(tmp_path: Path, point: str) -> None:
+def test_failpoints_in_a_transition(tmp_path: Path, point: str, store_kind: str) -> None:
     repo = make_repo(tmp_path / "r")
     to_requirements(repo, "add-login")
     crashed = repo.run(
@@ -81,7 +83,7 @@ def test_failpoints_in_a_transition(tmp_path: Path, point: str) -> None:
 
 
 @pytest.mark.parametrize("point", ["claim:after-insert", "setup:after-worktree"])
-def test_failpoints_in_start_resume(tmp_path: Path, point: str) -> None:
+def test_failpoints_in_start_resume(tmp_path: Path, point: str, store_kind: str) -> None:
     repo = make_repo(tmp_path / "r")
     crashed = repo.run("start", "add-login", env={"TASKGATE_FAILPOINT": point})
     assert crashed.code == -signal.SIGKILL
@@ -94,7 +96,7 @@ def test_failpoints_in_start_resume(tmp_path: Path, point: str) -> None:
 
 
 @pytest.mark.parametrize("point", ["classify:after-transition", "classify:after-worktrees"])
-def test_failpoints_in_classify(tmp_path: Path, point: str) -> None:
+def test_failpoints_in_classify(tmp_path: Path, point: str, store_kind: str) -> None:
     repo = make_repo(tmp_path / "r")
     repo.ok("start", "add-login")
     wt = repo.worktree("add-login")
@@ -109,14 +111,18 @@ def test_failpoints_in_classify(tmp_path: Path, point: str) -> None:
     repo.ok("transition", "add-login", "REQUIREMENTS", cwd=wt)
 
 
-def test_random_kills_over_many_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_random_kills_over_many_rounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_kind: str
+) -> None:
     """Fork the CLI in-process and SIGKILL it at random moments (fast: no interpreter start)."""
     repo = make_repo(tmp_path / "r")
     to_requirements(repo, "add-login")
     monkeypatch.setenv("TASKGATE_SESSION", "s1")
     monkeypatch.chdir(repo.worktree("add-login"))
     rng = random.Random(1234)
-    rounds = int(os.environ.get("TASKGATE_CRASH_ROUNDS", "150"))
+    # A round on PostgreSQL takes about five times as long: fewer by default, the same kills.
+    default = "40" if store_kind == "postgres" else "150"
+    rounds = int(os.environ.get("TASKGATE_CRASH_ROUNDS", default))
     states_seen = set()
     # A step on PostgreSQL (-p pg_plugin) takes longer than 60 ms: kill across all of it.
     span = 0.3 if os.environ.get("TASKGATE_DATABASE_URL") else 0.06

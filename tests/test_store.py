@@ -1,4 +1,5 @@
-"""The SQLite store: exclusive claims, CAS updates, one lock per session, the hash chain."""
+"""The store interface on both stores (SQLite and a real PostgreSQL, tests/store_kinds.py):
+exclusive claims, CAS updates, one lock per session, the hash chain."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from taskgate.store.base import Conflict
+from store_kinds import cluster_fixture, kind_fixture, store_fixture  # noqa: F401
+from taskgate.store.base import Conflict, Store
 from taskgate.store.records import GENESIS_HASH, TaskRow, TransitionRow, event_hash
 from taskgate.store.schema import SCHEMA_VERSION
 from taskgate.store.sqlite import SqliteStore
@@ -16,11 +18,6 @@ def row(name: str, session: str = "s1") -> TaskRow:
     return TaskRow(name, "INIT", session, "host", 1, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> SqliteStore:
-    return SqliteStore(tmp_path / "state.db")
-
-
 def test_schema_version_and_reopen(tmp_path: Path) -> None:
     s = SqliteStore(tmp_path / "db")
     assert s.schema_version() == SCHEMA_VERSION
@@ -28,7 +25,7 @@ def test_schema_version_and_reopen(tmp_path: Path) -> None:
     assert SqliteStore(tmp_path / "db").schema_version() == SCHEMA_VERSION
 
 
-def test_R_LCK_01_exclusive_create(store: SqliteStore) -> None:
+def test_R_LCK_01_exclusive_create(store: Store) -> None:
     with store.write() as tx:
         assert tx.insert_task(row("t", "s1")) is True
     with store.write() as tx:
@@ -37,7 +34,7 @@ def test_R_LCK_01_exclusive_create(store: SqliteStore) -> None:
     assert current is not None and current.session_id == "s1"
 
 
-def test_R_LCK_19_one_unreleased_lock_per_session(store: SqliteStore) -> None:
+def test_R_LCK_19_one_unreleased_lock_per_session(store: Store) -> None:
     with store.write() as tx:
         tx.insert_task(row("a"))
     with pytest.raises(Conflict), store.write() as tx:
@@ -47,7 +44,7 @@ def test_R_LCK_19_one_unreleased_lock_per_session(store: SqliteStore) -> None:
         assert tx.insert_task(row("b")) is True
 
 
-def test_update_is_compare_and_swap(store: SqliteStore) -> None:
+def test_update_is_compare_and_swap(store: Store) -> None:
     with store.write() as tx:
         tx.insert_task(row("t"))
         updated = tx.update_task("t", 1, state="CLASSIFIED")
@@ -59,7 +56,7 @@ def test_update_is_compare_and_swap(store: SqliteStore) -> None:
     assert current is not None and current.state == "CLASSIFIED"
 
 
-def test_write_rolls_back_on_error(store: SqliteStore) -> None:
+def test_write_rolls_back_on_error(store: Store) -> None:
     with store.write() as tx:
         tx.insert_task(row("t"))
     with pytest.raises(RuntimeError), store.write() as tx:
@@ -71,7 +68,7 @@ def test_write_rolls_back_on_error(store: SqliteStore) -> None:
     assert snap is not None and snap.task.state == "INIT" and snap.transitions == ()
 
 
-def test_events_are_hash_chained(store: SqliteStore) -> None:
+def test_events_are_hash_chained(store: Store) -> None:
     with store.write() as tx:
         tx.insert_task(row("t"))
         first = tx.append_event("t", "claimed", {"a": 1}, "2026-01-01T00:00:00Z")

@@ -26,14 +26,7 @@ from taskgate.store.records import AgentRow, ApprovalRow, TaskRow, TransitionRow
 from taskgate.store.schema import SCHEMA_VERSION
 from taskgate.store.sqlite import SqliteStore
 
-# The interface scenarios, collected here with this module's `store` fixture (PostgreSQL).
-from test_store import (  # noqa: F401
-    test_events_are_hash_chained,
-    test_R_LCK_01_exclusive_create,
-    test_R_LCK_19_one_unreleased_lock_per_session,
-    test_update_is_compare_and_swap,
-    test_write_rolls_back_on_error,
-)
+# The interface scenarios of tests/test_store.py run there on both stores (store_kinds.py).
 
 
 @pytest.fixture(scope="session")
