@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from taskgate.store.records import TaskSnapshot
@@ -117,8 +117,25 @@ def _cli(argv: list[str]) -> int:
     return code
 
 
+def _read_only(db: Path) -> Any:
+    """A read connection (DB-API, `?` placeholders) to the store: the SQLite file `db`, or the
+    PostgreSQL database in TASKGATE_DATABASE_URL (issue 20: the torture run on either store)."""
+    url = os.environ.get("TASKGATE_DATABASE_URL")
+    if not url:
+        return sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    import psycopg
+
+    from taskgate.store.pg_tx import QmarkConnection
+
+    class _Pg(QmarkConnection):
+        def close(self) -> None:
+            self._c.close()
+
+    return _Pg(psycopg.connect(url, autocommit=True, connect_timeout=30))
+
+
 def _row(db: Path, task: str) -> tuple[str, list[str], bool, str] | None:
-    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    conn = _read_only(db)
     try:
         row = conn.execute(
             "SELECT state, required_agents, lock_released_at, pending FROM tasks WHERE name = ?",
@@ -300,8 +317,7 @@ def _other_task(repo: Path, task: str, rng: random.Random) -> str:
 
 
 def _store_tasks(repo: Path) -> list[str]:
-    conn = sqlite3.connect(f"{(repo / '.taskgate' / 'state.db').resolve().as_uri()}?mode=ro",
-                           uri=True, timeout=30)  # fmt: skip
+    conn = _read_only(repo / ".taskgate" / "state.db")
     try:
         return [r[0] for r in conn.execute("SELECT name FROM tasks ORDER BY name")]
     finally:
@@ -381,7 +397,7 @@ def squashes(repo: Path) -> dict[str, int]:
 
 
 def _seq(db: Path, task: str) -> int | None:
-    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    conn = _read_only(db)
     try:
         row = conn.execute("SELECT seq FROM tasks WHERE name = ?", (task,)).fetchone()
     finally:
@@ -403,11 +419,18 @@ def check(repo: Path, seen: Seen, report: Report, *, fsck: bool) -> list[str]:
 
     found: list[str] = []
     db = repo / ".taskgate" / "state.db"
+    on_server = bool(os.environ.get("TASKGATE_DATABASE_URL"))  # PostgreSQL (issue 20)
     try:
-        SqliteStore(db).close()  # opens (and recovers the WAL) like any command would
-        conn = sqlite3.connect(db, timeout=30)
+        if on_server:
+            from taskgate.store.select import open_store
+
+            open_store(find_workspace(repo), timeout=30).close()  # opens like any command
+            conn = _read_only(db)
+        else:
+            SqliteStore(db).close()  # opens (and recovers the WAL) like any command would
+            conn = sqlite3.connect(db, timeout=30)
         try:
-            if conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+            if not on_server and conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
                 found.append("store integrity_check failed")
             doubles = conn.execute(
                 "SELECT session_id FROM tasks WHERE lock_released_at IS NULL "
@@ -416,8 +439,11 @@ def check(repo: Path, seen: Seen, report: Report, *, fsck: bool) -> list[str]:
             found += [f"session {s} holds two unreleased locks" for (s,) in doubles]
             # PreToolUse decides from this file: a kill may leave none, never a stale one.
             shot = db.with_name(hook_snapshot.FILE_NAME)
+            collect = hook_snapshot.collect
+            if on_server:
+                from taskgate.store.pg_hook import collect  # the store's own statement
             if shot.exists() and shot.read_text() != hook_snapshot.render(
-                hook_snapshot.collect(conn, json.loads)
+                collect(conn, json.loads)
             ):
                 found.append("the hook snapshot differs from the store")
         finally:

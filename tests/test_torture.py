@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SRC, Repo, make_repo
+from store_kinds import cluster_fixture, kind_fixture  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import torture  # bench/torture.py holds the harness; the bench runs it longer
@@ -44,10 +45,12 @@ except TaskgateError as exc:
 """
 
 
-def test_torture_bounded(tmp_path: Path) -> None:
-    """SIGKILL workers at random moments; every invariant holds after every round."""
+def test_torture_bounded(tmp_path: Path, store_kind: str) -> None:
+    """SIGKILL workers at random moments; every invariant holds after every round. On both
+    stores (tests/store_kinds.py: a real PostgreSQL server for the second)."""
     repo = make_repo(tmp_path / "r", todo=torture.TODO, config=torture.CONFIG)
     rounds = int(os.environ.get("TASKGATE_TORTURE_ROUNDS", "12"))
+    assert (repo.path / ".taskgate" / "state.db").exists() == (store_kind == "sqlite")
     report = torture.torture(repo.path, rounds, seed=int(os.environ.get("TASKGATE_SEED", "8")))
     assert report.violations == []
     assert report.rounds == rounds and report.kills > 0
@@ -98,7 +101,7 @@ def _state(repo: Repo) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("taker", ["other-session", "same-session"])
-def test_paused_lease_holder_is_fenced_out(tmp_path: Path, taker: str) -> None:
+def test_paused_lease_holder_is_fenced_out(tmp_path: Path, taker: str, store_kind: str) -> None:
     """SIGSTOP a long-lived owner, force-release, take over, SIGCONT: its write is rejected."""
     repo = make_repo(tmp_path / "r")
     with owner(repo, "run-1") as old:
@@ -126,7 +129,7 @@ def test_paused_lease_holder_is_fenced_out(tmp_path: Path, taker: str) -> None:
     assert repo.run("audit", TASK, session="observer").code == 0
 
 
-def test_dead_long_lived_owner_is_diagnosed_and_taken_over(tmp_path: Path) -> None:
+def test_dead_long_lived_owner_is_diagnosed_and_taken_over(tmp_path: Path, store_kind: str) -> None:
     """P1: the owner process was killed; recover says so and `start` takes over (fence + 1)."""
     repo = make_repo(tmp_path / "r")
     with owner(repo, "run-1") as old:
