@@ -279,11 +279,18 @@ def test_present_and_approve_during_a_pending_complete_refuse(arepo: Repo, point
     assert crashed.code == -signal.SIGKILL
     assert git(arepo.worktree(TASK), "rev-parse", "HEAD") != approved  # ours is on T now
     before = arepo.ok("status", TASK, "--json").json()
-    for args in (("present", TASK), ("approve", TASK, "changes"), ("say", TASK, "approved")):
+    attempts = (
+        ("present", TASK),
+        ("approve", TASK, "changes"),
+        ("say", TASK, "approved"),
+        ("request-changes", TASK, "rename the login helper"),  # back to work on our commit
+    )
+    for args in attempts:
         result = arepo.run(*args)
         assert result.code == 1, (args, result.code, result.err)
         assert "R-CMP-09" in result.err and f"taskgate complete {TASK}" in result.err, result.err
     after = arepo.ok("status", TASK, "--json").json()
+    assert after["state"] == before["state"] == "AWAITING_USER_APPROVAL"
     assert after["checkpoint"] == before["checkpoint"]  # still bound to the approved commit
     assert after["checkpoint"]["commit_sha"] == approved
     assert after["approvals"] == before["approvals"]  # the person's approval is not revoked

@@ -23,6 +23,7 @@ from taskgate.engine.checkpoints import (
     recovery_hint,
 )
 from taskgate.engine.clock import iso, parse_time
+from taskgate.engine.complete import refuse_while_completing
 from taskgate.engine.core import Engine, current_state
 from taskgate.engine.facts import gather, task_path
 from taskgate.engine.flow import TransitionResult, apply_transition, refuse_if
@@ -260,7 +261,12 @@ class _Said:
         return entry, extra
 
     def change_request(self) -> SayResult:
-        """R-TRN-23 / R-INT-11: straight back to work, no 'would you like me to' (C-45)."""
+        """R-TRN-23 / R-INT-11: straight back to work, no 'would you like me to' (C-45).
+
+        Not while `complete` is journaled: the task branch holds taskgate's archival commit,
+        and the squash may already be on main (R-CMP-09; issue 16).
+        """
+        refuse_while_completing(self.snap, "request changes on")
         target = (
             State.IMPLEMENTATION
             if State.IMPLEMENTATION in task_path(self.snap)
