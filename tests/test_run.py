@@ -182,6 +182,12 @@ def test_scope_negotiation_defers_work_to_new_tasks(tmp_path: Path) -> None:
     assert "deferred from add-slugify" in todo  # R-REV-05: follow-up tasks on main
 
 
+# The flaky build counts its runs in a file outside the repository (shared by the task's and
+# main's build worktrees): a write the agents' sandbox refuses (issue 14), so these run
+# unconfined (the demo's config ends with its [agents] table).
+UNCONFINED = 'sandbox = "none"\n'
+
+
 def flaky_build(tmp_path: Path, failures: int, marker: str) -> list[str]:
     """A build command that fails `failures` times printing `marker`, then passes."""
     script = tmp_path / "flaky.py"
@@ -212,7 +218,7 @@ def flaky_build(tmp_path: Path, failures: int, marker: str) -> list[str]:
 def test_each_build_failure_class_is_routed_and_recovers(
     tmp_path: Path, marker: str, agent: str
 ) -> None:
-    repo = sample(tmp_path, build=flaky_build(tmp_path, 1, marker))
+    repo = sample(tmp_path, build=flaky_build(tmp_path, 1, marker), extra=UNCONFINED)
     repo.ok("run", "add-slugify", "--yes", session="run")
     status = repo.ok("status", "add-slugify", "--json", session="run").json()
     back = [
@@ -225,7 +231,8 @@ def test_each_build_failure_class_is_routed_and_recovers(
 
 
 def test_validation_failure_is_routed_back_and_recovers(tmp_path: Path) -> None:
-    repo = sample(tmp_path, build=flaky_build(tmp_path, 1, "There are test failures"))
+    repo = sample(tmp_path, build=flaky_build(tmp_path, 1, "There are test failures"),
+                  extra=UNCONFINED)  # fmt: skip
     repo.ok("run", "add-slugify", "--yes", session="run")
     status = repo.ok("status", "add-slugify", "--json", session="run").json()
     targets = [e["to"] for e in status["transition_log"]]
@@ -240,7 +247,8 @@ def test_validation_failure_is_routed_back_and_recovers(tmp_path: Path) -> None:
 
 
 def test_unknown_build_failure_escalates(tmp_path: Path) -> None:
-    repo = sample(tmp_path, build=flaky_build(tmp_path, 5, "segfault somewhere"))
+    repo = sample(tmp_path, build=flaky_build(tmp_path, 5, "segfault somewhere"),
+                  extra=UNCONFINED)  # fmt: skip
     result = repo.run("run", "add-slugify", "--yes", session="run")
     assert result.code == 4 and "unknown" in result.err  # R-VAL-08
     assert state(repo, "add-slugify") == "VALIDATION"
