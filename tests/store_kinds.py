@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,3 +62,29 @@ def store_fixture(store_kind: str, tmp_path: Path) -> Iterator[Store]:
         yield store
     finally:
         store.close()
+
+
+def query(repo: Path, sql: str, *params: object) -> list[dict[str, Any]]:
+    """Run one statement (`?` placeholders) on the store of `repo`, behind taskgate's back as
+    a person with the database shell would: the SQLite file, or the PostgreSQL database in
+    TASKGATE_DATABASE_URL. The rows as dicts (none for a statement that returns none)."""
+    import os
+
+    url = os.environ.get("TASKGATE_DATABASE_URL")
+    if url:
+        import psycopg
+        from psycopg.rows import dict_row
+
+        with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+            cur = conn.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]
+            return list(cur.fetchall()) if cur.description else []
+    import sqlite3
+
+    db = sqlite3.connect(repo / ".taskgate" / "state.db")
+    db.row_factory = sqlite3.Row
+    try:
+        rows = [dict(r) for r in db.execute(sql, params).fetchall()]
+        db.commit()
+        return rows
+    finally:
+        db.close()

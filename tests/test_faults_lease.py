@@ -1,4 +1,5 @@
-"""Leases that mean what the docs say (issue 16, DESIGN.md State, R-LCK-21).
+"""Leases that mean what the docs say (issue 16, DESIGN.md State, R-LCK-21), on both stores
+(SQLite and a real PostgreSQL server, tests/store_kinds.py; issue 20).
 
 A `run` that stops at a checkpoint leaves the lease to its session without a pid, so no other
 session can "take over" a task whose owner merely stopped; the take-over of a really dead
@@ -8,38 +9,30 @@ owner is a compare-and-swap inside the write transaction: of racing sessions exa
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from conftest import SRC, Repo, edit_store
+from conftest import SRC, Repo
+from store_kinds import cluster_fixture, kind_fixture, query  # noqa: F401
 from taskgate.process import hostname
 from test_run import sample, state
 
 TASK = "add-slugify"
 
 
-def _row(repo: Repo, task: str) -> sqlite3.Row:
-    conn = sqlite3.connect(repo.path / ".taskgate" / "state.db")
-    conn.row_factory = sqlite3.Row
-    try:
-        return conn.execute("SELECT * FROM tasks WHERE name = ?", (task,)).fetchone()
-    finally:
-        conn.close()
+def _row(repo: Repo, task: str) -> dict[str, Any]:
+    return query(repo.path, "SELECT * FROM tasks WHERE name = ?", task)[0]
 
 
 def _events(repo: Repo, task: str, kind: str) -> int:
-    conn = sqlite3.connect(repo.path / ".taskgate" / "state.db")
-    try:
-        sql = "SELECT COUNT(*) FROM events WHERE task = ? AND kind = ?"
-        return int(conn.execute(sql, (task, kind)).fetchone()[0])
-    finally:
-        conn.close()
+    sql = "SELECT COUNT(*) AS n FROM events WHERE task = ? AND kind = ?"
+    return int(query(repo.path, sql, task, kind)[0]["n"])
 
 
-def test_checkpoint_stop_keeps_the_lease_for_its_session(tmp_path: Path) -> None:
+def test_checkpoint_stop_keeps_the_lease_for_its_session(tmp_path: Path, store_kind: str) -> None:
     repo = sample(tmp_path, auto=False)
     stopped = repo.run("run", TASK, session="run")
     assert stopped.code == 4, stopped.err
@@ -73,12 +66,14 @@ def _racer(repo: Repo, env: dict[str, str]) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-def test_racing_take_overs_of_a_dead_owner_exactly_one_wins(tmp_path: Path) -> None:
+def test_racing_take_overs_of_a_dead_owner_exactly_one_wins(
+    tmp_path: Path, store_kind: str
+) -> None:
     repo = sample(tmp_path)
     repo.ok("start", TASK, session="crashed")
     fence = _row(repo, TASK)["fence"]
-    edit_store(
-        repo,
+    query(
+        repo.path,
         "UPDATE tasks SET owner_pid = ?, owner_started = '1', host = ? WHERE name = ?",
         _dead_pid(), hostname(), TASK,
     )  # fmt: skip
