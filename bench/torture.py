@@ -152,6 +152,17 @@ def _row(db: Path, task: str) -> tuple[str, list[str], bool, str] | None:
     return str(row[0]), list(json.loads(row[1])), row[2] is not None, op
 
 
+def _holder(repo: Path, task: str) -> str | None:
+    """The session holding the task's lock."""
+    db = repo / ".taskgate" / "state.db"
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    try:
+        row = conn.execute("SELECT session_id FROM tasks WHERE name = ?", (task,)).fetchone()
+    finally:
+        conn.close()
+    return None if row is None else str(row[0])
+
+
 Op = list[str] | Callable[[], object]
 
 
@@ -229,6 +240,11 @@ def _worker_ops(repo: Path, task: str, rng: random.Random, *, calm: bool = False
     row = _row(repo / ".taskgate" / "state.db", task)
     if row is None or (row[2] and row[0] != "CLEANUP"):
         return [["start", task, "--adopt"]]
+    if not row[2] and _holder(repo, task) != os.environ.get("TASKGATE_SESSION"):
+        # Another worker's session took the task over after its `run` died (documented:
+        # a dead run's lease is taken over by `start`); a person gives it back to its slot.
+        return [["--session", "human", "release", task, "--force", "--reason",
+                 "torture: give the task back to its slot"]]  # fmt: skip
     state, agents, _, pending = row
     task_dir = repo / ".taskgate" / "tasks" / task
     roll = 1.0 if calm else rng.random()

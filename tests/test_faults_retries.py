@@ -145,3 +145,40 @@ def test_an_exhausted_round_counter_starts_again_when_the_person_resumes(tmp_pat
     _finished(repo, SLUG, commits=4)
     budget = _events(repo, "round_budget_reset")[-1]
     assert "no-progress" in str(budget["why"]) and budget["rounds_used"] == 10
+
+
+VANISHING = """#!PYTHON
+import json, os, pathlib, sys
+sys.stdin.read()
+mode = os.environ["TASKGATE_MODE"]
+if mode == "requirements":
+    pathlib.Path(os.environ["TASKGATE_REPORT_PATH"]).write_text("requirement. " * 20)
+    print(json.dumps({"status": "COMPLETE"}))
+elif mode == "implementation":
+    pathlib.Path(sys.argv[0]).rename(sys.argv[0] + ".away")  # uninstalled under the run
+    print(json.dumps({"status": "ERROR", "reason": "the style checker crashed"}))
+else:
+    print(json.dumps({"status": "COMPLETE", "verdict": "APPROVED", "message": "fine"}))
+"""
+
+
+def test_an_agent_that_cannot_start_uses_no_retry(tmp_path: Path) -> None:
+    """The retry saved before re-invoking an agent is taken back when its program cannot be
+    started at all (exit 127): that was no attempt (R-AST-07 counts attempts)."""
+    import sys
+
+    script = tmp_path / "style_agent"
+    script.write_text(VANISHING.replace("PYTHON", sys.executable))
+    script.chmod(0o755)
+    extra = f'\n[agents.style]\nbackend = "command"\ncommand = ["{script}"]\n'
+    repo = sample(tmp_path, extra=extra)
+    toml = repo.path / "taskgate.toml"
+    # Unconfined, so the agent can uninstall itself under the run (docs/security.md).
+    toml.write_text(toml.read_text().replace("[agents]\n", '[agents]\nsandbox = "none"\n', 1))
+    git(repo.path, "commit", "-qam", "unconfined")
+    stopped = repo.run("run", SLUG, "--yes", session="run")
+    assert stopped.code == 4, stopped.out + stopped.err
+    assert [e["cause"] for e in _events(repo, "run_stopped")] == ["misconfiguration"]
+    assert _agents(repo)["style"]["retry_count"] == 0  # the retry of attempt 2 taken back
+    completed = [e for e in _events(repo, "agent_completed") if e.get("agent") == "style"]
+    assert completed[-1].get("not_started") is True

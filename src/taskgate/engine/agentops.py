@@ -278,6 +278,21 @@ def finish(
     return engine.step(task, body)
 
 
+def assign_round(engine: Engine, task: str, work: dict[str, tuple[str, bool]]) -> None:
+    """Every agent's status for the next implementation round in ONE step (agent -> (message,
+    work_remaining)): a kill never leaves half the team re-delegated (issue 16)."""
+
+    def body(tx: Tx, snap: TaskSnapshot) -> None:
+        extra = dict(snap.task.extra)
+        for agent, (message, remaining) in work.items():
+            _, extra = _record_status(engine, tx, replace(snap, task=replace(snap.task,
+                                      extra=extra)), agent, AgentStatus.COMPLETE,
+                                      message=message, work_remaining=remaining)  # fmt: skip
+        engine.touch(tx, snap, extra=extra)
+
+    engine.step(task, body)
+
+
 def add_agent(engine: Engine, task: str, agent_text: str, *, why: str) -> AgentRow:
     """`taskgate agent add T A --why ...`: dynamic addition (R-AGT-14..21)."""
     agent = _agent_name(agent_text)

@@ -58,12 +58,11 @@ def on_validation(runner: Runner, snap: TaskSnapshot) -> None:
         f"{names} (C-49)",
         feedback=False,  # the agents got the failure with its evidence above
     )
-    for agent in snap.task.required_agents:  # the named agents get a round; the others are done
-        agentops.set_status(
-            engine, task, agent, "COMPLETE",
-            message="build failure to fix" if agent in agents else "",
-            work_remaining=agent in agents,
-        )  # fmt: skip
+    # The named agents get a round, the others are done: one step for the whole team.
+    agentops.assign_round(engine, task, {
+        agent: ("build failure to fix" if agent in agents else "", agent in agents)
+        for agent in snap.task.required_agents
+    })  # fmt: skip
 
 
 def _responsible(

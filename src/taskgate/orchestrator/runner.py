@@ -285,7 +285,6 @@ class Runner:
         agents = pending + remaining
         retry = [a for a in pending if (row := snap.agent(a)) is not None and row.status]
         results = self.pool.invoke_all(snap, agents, Mode.IMPLEMENTATION, retry=retry)
-        self.pool.stop_if_misconfigured(results)
         ok = [a for a, r in results.items() if r.ok]
         conflicts = self._merge(ok) if ok else []
         for agent, result in results.items():
@@ -293,20 +292,14 @@ class Runner:
                 self.pool.record(agent, result)
         if conflicts:
             self._conflicted(conflicts)
+        self.pool.stop_if_misconfigured(results)  # recorded first: no invocation left open
         notes.set_extra(self.engine, self.task, "round_done", impl_round=round_no + 1)
 
     def _conflicted(self, conflicts: list[str]) -> None:
         """Send the conflicting agents back with feedback; escalate when it keeps happening."""
-        for agent in conflicts:
-            agentops.set_status(
-                self.engine,
-                self.task,
-                agent,
-                "COMPLETE",
-                message="merge conflict: rebase and resolve",
-                work_remaining=True,
-            )
-        if conflicts:
+        if conflicts:  # one step for every conflicting agent (issue 16)
+            agentops.assign_round(self.engine, self.task, dict.fromkeys(
+                conflicts, ("merge conflict: rebase and resolve", True)))  # fmt: skip
             count = int(self.engine.require_snapshot(self.task).task.extra.get("conflicts", 0)) + 1
             notes.add_feedback(
                 self.engine,
