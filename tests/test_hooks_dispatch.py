@@ -801,6 +801,9 @@ def test_the_hook_process_loads_no_heavy_module(shared: Repo) -> None:
     here costs every tool call milliseconds."""
     heavy = {"re", "json", "sqlite3", "argparse", "typing", "dataclasses", "enum", "site",
              "ast", "subprocess", "hashlib", "contextlib"}  # fmt: skip  # issue 15's analyser too
+    # The first guarded call after the configuration changed reads it (the effect check's
+    # unwatched patterns, kept per worktree: the test below); this one is not the first.
+    _loaded_by(shared, fixture("pre_tool_use_bash", shared))
     for data in (
         fixture("pre_tool_use_write", shared, tool_input={"file_path": ".taskgate/state.db"}),
         fixture("pre_tool_use_bash", shared, tool_input={"command": "git status && ls"}),
@@ -818,6 +821,50 @@ def test_the_hook_process_loads_no_heavy_module(shared: Repo) -> None:
         loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
         assert "taskgate.hooks.dispatch" in loaded
         assert not heavy & loaded, sorted(heavy & loaded)
+
+
+def _loaded_by(repo: Repo, data: dict[str, Any]) -> set[str]:
+    argv = shlex.split(default_program())
+    proc = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:], data["hook_event_name"]],
+        cwd=repo.path,
+        input=json.dumps(data),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+
+
+def test_a_new_baseline_reads_no_configuration(shared: Repo) -> None:
+    """Issue 15/18: the effect check's unwatched patterns come from taskgate.toml (tomllib,
+    re: ~35 ms); they are kept per worktree, so a new baseline (a new owner session, a new
+    state) reads them only when the configuration or the worktree's setup changed."""
+    config = {"re", "tomllib", "taskgate.engine.config", "taskgate.engine.worktree_files"}
+    effects_dir = shared.path / ".taskgate" / "effects"
+    cache = effects_dir / "unwatched.json"
+
+    def fresh_baseline() -> set[str]:
+        for baseline in effects_dir.glob("*"):
+            if baseline != cache and baseline.is_file():
+                baseline.unlink()
+        loaded = _loaded_by(shared, fixture("pre_tool_use_bash", shared))
+        assert "taskgate.hooks.effects" in loaded  # it did take a guarded baseline
+        return loaded
+
+    fresh_baseline()
+    assert cache.is_file()
+    loaded = fresh_baseline()
+    assert not config & loaded, sorted(config & loaded)
+    before = cache.read_bytes()
+    toml = shared.path / "taskgate.toml"
+    text = toml.read_text()
+    toml.write_text(text + "\n")  # a changed configuration is read again
+    try:
+        assert "tomllib" in fresh_baseline()
+    finally:
+        toml.write_text(text)
+    assert cache.read_bytes() != before  # the new signature was kept
 
 
 def test_the_engine_path_events_load_no_heavy_module_in_their_usual_case(impl: Repo) -> None:

@@ -295,7 +295,7 @@ def take(layout: Layout, actor: Actor, session: str) -> dict[str, Any]:
     # One refresh here keeps every later comparison a stat walk (3 x faster on 20,000 files).
     # It fails harmlessly while another git holds the index lock.
     run_git(["update-index", "-q", "--refresh"], worktree)
-    tree = worktree_print(worktree, ignored.unwatched(layout.repo, worktree))
+    tree = worktree_print(worktree, ignored.unwatched(layout.repo, worktree, layout.state_dir))
     if tree is None:
         return data
     if tree["hashes"]:

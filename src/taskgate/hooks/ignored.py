@@ -37,9 +37,67 @@ TOOL_CACHES = ("__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".ruff_ca
                ".eslintcache")  # fmt: skip
 
 
-def unwatched(repo: str, worktree: str) -> list[str]:
+def unwatched(repo: str, worktree: str, state_dir: str) -> list[str]:
     """Patterns of what is not watched: the configured disposable caches, what the setup
-    commands created, the directories taskgate copied in (engine/worktree_setup.py)."""
+    commands created, the directories taskgate copied in (engine/worktree_setup.py).
+
+    Reading them loads the configuration (tomllib, re) and the worktree module, about 35 ms
+    on the first guarded call of every session (issue 18); so they are kept per worktree in
+    `<state dir>/effects/unwatched.json`, valid while taskgate.toml and the worktree's setup
+    marker keep their stat signature (the same trust as the baselines beside it)."""
+    from taskgate.hooks.jsonio import dumps, loads
+
+    cache = os.path.join(state_dir, "effects", "unwatched.json")
+    sig = [_stat_sig(os.path.join(repo, "taskgate.toml")), _stat_sig(_marker_of(worktree))]
+    try:
+        with open(cache, "rb") as fh:
+            known = loads(fh.read().decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        known = {}
+    if not isinstance(known, dict):
+        known = {}
+    entry = known.get(worktree)
+    if isinstance(entry, dict) and entry.get("sig") == sig:
+        patterns = entry.get("patterns")
+        if isinstance(patterns, list) and all(isinstance(x, str) for x in patterns):
+            return patterns
+    found = _read_unwatched(repo, worktree)
+    known[worktree] = {"sig": sig, "patterns": found}
+    tmp = f"{cache}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(dumps(known))
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # a cache only: the next call reads the configuration again
+    return found
+
+
+def _stat_sig(path: str | None) -> list[int]:
+    """What tells a changed file: size, mtime (ns), inode; [] when it does not exist."""
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return []
+    return [st.st_size, st.st_mtime_ns, st.st_ino] if st else []
+
+
+def _marker_of(worktree: str) -> str | None:
+    """The setup marker's path in the worktree's private git dir (engine/worktree_files.py),
+    found by reading the `.git` file, without git."""
+    try:
+        with open(os.path.join(worktree, ".git"), encoding="utf-8") as fh:
+            line = fh.readline().strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir: "):
+        return None
+    gitdir = os.path.join(worktree, line[8:])
+    return os.path.join(gitdir, "taskgate-setup.json")
+
+
+def _read_unwatched(repo: str, worktree: str) -> list[str]:
     from pathlib import Path
 
     from taskgate.engine import worktree_files as files
