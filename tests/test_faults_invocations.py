@@ -4,41 +4,35 @@
 between a reviewer's verdict and its completion record (failpoint `agent:after-verdict`, now
 inside the one transaction), the store holds neither; the person's next command — a manual
 one, not `run` — closes the invocations whose process is provably gone as interrupted, with an
-`agent_completed` event, and `recover` names them before that.
+`agent_completed` event, and `recover` names them before that. On both stores (SQLite and a
+real PostgreSQL server, tests/store_kinds.py; issue 20).
 """
 
 from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 from pathlib import Path
 
 from conftest import Repo
+from store_kinds import cluster_fixture, kind_fixture, query  # noqa: F401
 from test_faults_resume import SLUG, _finished
 from test_run import sample
 
 
 def _events(repo: Repo, kind: str) -> list[dict[str, object]]:
-    conn = sqlite3.connect(repo.path / ".taskgate" / "state.db")
-    try:
-        rows = conn.execute(
-            "SELECT payload FROM events WHERE task = ? AND kind = ? ORDER BY seq", (SLUG, kind)
-        ).fetchall()
-    finally:
-        conn.close()
-    return [json.loads(r[0]) for r in rows]
+    sql = "SELECT payload FROM events WHERE task = ? AND kind = ? ORDER BY seq"
+    return [json.loads(r["payload"]) for r in query(repo.path, sql, SLUG, kind)]
+
+
+def _kinds(repo: Repo) -> list[tuple[str, str]]:
+    sql = "SELECT kind, payload FROM events WHERE task = ? ORDER BY seq"
+    return [(r["kind"], r["payload"]) for r in query(repo.path, sql, SLUG)]
 
 
 def _open(repo: Repo) -> dict[str, dict[str, object]]:
     """agent -> its open `agent_invoked` payload, read from the store."""
-    conn = sqlite3.connect(repo.path / ".taskgate" / "state.db")
-    try:
-        rows = conn.execute(
-            "SELECT kind, payload FROM events WHERE task = ? ORDER BY seq", (SLUG,)
-        ).fetchall()
-    finally:
-        conn.close()
+    rows = _kinds(repo)
     running: dict[str, dict[str, object]] = {}
     for kind, payload in rows:
         data = json.loads(payload)
@@ -60,7 +54,7 @@ def _killed_in_review(tmp_path: Path) -> tuple[Repo, list[str]]:
 
 
 def test_a_kill_at_the_verdict_boundary_leaves_neither_verdict_nor_completion(
-    tmp_path: Path,
+    tmp_path: Path, store_kind: str
 ) -> None:
     repo, reviewers = _killed_in_review(tmp_path)
     # The killed step wrote nothing: no verdict without its completion (before issue 16 the
@@ -79,7 +73,7 @@ def test_a_kill_at_the_verdict_boundary_leaves_neither_verdict_nor_completion(
 
 
 def test_the_next_manual_command_closes_dead_invocations_and_the_task_finishes(
-    tmp_path: Path,
+    tmp_path: Path, store_kind: str
 ) -> None:
     repo, reviewers = _killed_in_review(tmp_path)
     first, *others = reviewers
@@ -98,7 +92,7 @@ def test_the_next_manual_command_closes_dead_invocations_and_the_task_finishes(
     _finished(repo, SLUG, commits=2)
 
 
-def test_a_refused_command_still_closes_dead_invocations(tmp_path: Path) -> None:
+def test_a_refused_command_still_closes_dead_invocations(tmp_path: Path, store_kind: str) -> None:
     """The closing stands on its own: a command refused for another reason keeps it."""
     repo, _reviewers = _killed_in_review(tmp_path)
     refused = repo.run("transition", SLUG, "COMPLETE", session="run")
@@ -108,19 +102,13 @@ def test_a_refused_command_still_closes_dead_invocations(tmp_path: Path) -> None
 
 
 def test_run_resumes_after_the_kill_and_records_verdicts_with_completions(
-    tmp_path: Path,
+    tmp_path: Path, store_kind: str
 ) -> None:
     repo, _reviewers = _killed_in_review(tmp_path)
     repo.ok("run", SLUG, "--yes", session="run")
     _finished(repo, SLUG, commits=2)
     # Every verdict event is followed, in the same step, by its reviewer's completion.
-    conn = sqlite3.connect(repo.path / ".taskgate" / "state.db")
-    try:
-        rows = conn.execute(
-            "SELECT kind, payload FROM events WHERE task = ? ORDER BY seq", (SLUG,)
-        ).fetchall()
-    finally:
-        conn.close()
+    rows = _kinds(repo)
     for n, (kind, payload) in enumerate(rows):
         if kind == "verdict":
             agent = json.loads(payload)["agent"]
@@ -128,7 +116,9 @@ def test_run_resumes_after_the_kill_and_records_verdicts_with_completions(
             assert ("agent_completed", agent) in [(k, p.get("agent")) for k, p in following]
 
 
-def test_a_manual_invocation_is_never_closed_for_a_missing_process(tmp_path: Path) -> None:
+def test_a_manual_invocation_is_never_closed_for_a_missing_process(
+    tmp_path: Path, store_kind: str
+) -> None:
     """`agent set WORKING` by hand names no process: only its session closes it."""
     repo, reviewers = _killed_in_review(tmp_path)
     repo.ok("agent", "verdict", SLUG, reviewers[0], "APPROVED", session="run")  # closes run's

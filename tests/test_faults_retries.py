@@ -5,31 +5,26 @@ the agent's worktree; the agent was then re-invoked 10 times (ignoring max_agent
 the exhausted round counter refused every later run even after a person committed the file.
 Now a worktree a killed git command left mid-way is diagnosed before any agent starts (no
 attempt is used), the retry limit holds in IMPLEMENTATION, and resuming after the person dealt
-with the cause starts the exhausted counters again, audited with why.
+with the cause starts the exhausted counters again, audited with why. On both stores (SQLite
+and a real PostgreSQL server, tests/store_kinds.py; issue 20).
 """
 
 from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import textwrap
 from pathlib import Path
 
 from conftest import Repo, git
+from store_kinds import cluster_fixture, kind_fixture, query  # noqa: F401
 from test_faults_resume import SLUG, _finished
 from test_run import sample
 
 
 def _events(repo: Repo, kind: str) -> list[dict[str, object]]:
-    conn = sqlite3.connect(repo.path / ".taskgate" / "state.db")
-    try:
-        rows = conn.execute(
-            "SELECT payload FROM events WHERE task = ? AND kind = ? ORDER BY seq", (SLUG, kind)
-        ).fetchall()
-    finally:
-        conn.close()
-    return [json.loads(r[0]) for r in rows]
+    sql = "SELECT payload FROM events WHERE task = ? AND kind = ? ORDER BY seq"
+    return [json.loads(r["payload"]) for r in query(repo.path, sql, SLUG, kind)]
 
 
 def _agents(repo: Repo) -> dict[str, dict[str, object]]:
@@ -43,7 +38,7 @@ def _prompts(repo: Repo, agent: str, mode: str) -> list[str]:
 
 
 def test_a_kill_inside_a_commit_step_is_diagnosed_not_retried_and_resumes(
-    tmp_path: Path,
+    tmp_path: Path, store_kind: str
 ) -> None:
     repo = sample(tmp_path)
     killed = repo.run("run", SLUG, "--yes", session="run",
@@ -112,7 +107,9 @@ def _flaky_style(tmp_path: Path, retries: int) -> tuple[Repo, Path]:
     return repo, marker
 
 
-def test_the_retry_limit_holds_in_implementation_and_a_fix_resets_it(tmp_path: Path) -> None:
+def test_the_retry_limit_holds_in_implementation_and_a_fix_resets_it(
+    tmp_path: Path, store_kind: str
+) -> None:
     repo, marker = _flaky_style(tmp_path, retries=2)
     stopped = repo.run("run", SLUG, "--yes", session="run")
     assert stopped.code == 4, stopped.out + stopped.err
@@ -133,7 +130,9 @@ def test_the_retry_limit_holds_in_implementation_and_a_fix_resets_it(tmp_path: P
     assert budgets and "agent-retries" in str(budgets[-1]["why"])
 
 
-def test_an_exhausted_round_counter_starts_again_when_the_person_resumes(tmp_path: Path) -> None:
+def test_an_exhausted_round_counter_starts_again_when_the_person_resumes(
+    tmp_path: Path, store_kind: str
+) -> None:
     """The rounds themselves (MAX_IMPLEMENTATION_ROUNDS) are a budget the resume renews."""
     repo, marker = _flaky_style(tmp_path, retries=50)
     stopped = repo.run("run", SLUG, "--yes", session="run")
