@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
         ("status_scale.py", ["200"], "status --json over 200 tasks"),
         ("demo_time.py", ["1"], "taskgate demo --yes, 1 runs"),
         ("team.py", ["4", "50", "1"], "one transition"),  # issue 20: a real PostgreSQL server
+        ("pg_hooks.py", ["200", "5"], "serve, warm"),  # issue 20: the snapshot clock
         ("session_start_check.py", ["2"], "ratio (check reading"),  # issue 14
     ],
 )
