@@ -154,8 +154,7 @@ def _row(db: Path, task: str) -> tuple[str, list[str], bool, str] | None:
 
 def _holder(repo: Path, task: str) -> str | None:
     """The session holding the task's lock."""
-    db = repo / ".taskgate" / "state.db"
-    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    conn = _read_only(repo / ".taskgate" / "state.db")
     try:
         row = conn.execute("SELECT session_id FROM tasks WHERE name = ?", (task,)).fetchone()
     finally:
