@@ -13,13 +13,16 @@ tests/test_agent_door_claude_real.py proves the same with the real Claude Code.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import stat
 import struct
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -257,3 +260,45 @@ def test_no_endpoint_no_listener(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r")
     assert door_tcp.load(repo.path / ".git") is None
     assert door_tcp.start(type("W", (), {"common_dir": repo.path / ".git"})()) == (None, "")
+
+
+def test_session_start_starts_the_door_a_sandboxed_session_writes_through(tmp_path: Path) -> None:
+    """Issue 14 ("started on demand, e.g. by the SessionStart hook"): with the TCP door chosen
+    (the sandbox settings, the default install) and no server running, the SessionStart hook
+    the client spawns starts `taskgate serve`, so the session's confined `taskgate` commands
+    find the door; a second session finds it running and starts nothing."""
+    from taskgate.server.autostart import listening
+    from test_hooks_dispatch import fixture
+
+    repo = make_repo(tmp_path / "r")
+    endpoint = door_tcp.ensure(repo.path / ".git")
+    assert not listening(endpoint.port)
+    env = {"TASKGATE_STATE_DIR": str(tmp_path / "st")}
+    started = fixture("session_start", repo, session_id="first", source="startup")
+    try:
+        repo.ok("hook", "SessionStart", stdin=json.dumps(started), session=None, env=env)
+        assert listening(endpoint.port)
+        infos = list((tmp_path / "st").glob("serve/*/server.json"))
+        assert len(infos) == 1
+        pid = json.loads(infos[0].read_text())["pid"]
+        again = fixture("session_start", repo, session_id="second", source="startup")
+        out = repo.ok("hook", "SessionStart", stdin=json.dumps(again), session=None, env=env)
+        assert "R-LCK-09" not in out.out
+        assert json.loads(infos[0].read_text())["pid"] == pid  # the same server
+    finally:
+        for info in (tmp_path / "st").glob("serve/*/server.json"):
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(json.loads(info.read_text())["pid"]), signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while listening(endpoint.port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_session_start_without_a_tcp_door_starts_nothing(tmp_path: Path) -> None:
+    from test_hooks_dispatch import fixture
+
+    repo = make_repo(tmp_path / "r")  # hooks install --no-sandbox chose no TCP door
+    env = {"TASKGATE_STATE_DIR": str(tmp_path / "st")}
+    data = fixture("session_start", repo, session_id="first", source="startup")
+    repo.ok("hook", "SessionStart", stdin=json.dumps(data), session=None, env=env)
+    assert not list((tmp_path / "st").glob("serve/*/server.json"))

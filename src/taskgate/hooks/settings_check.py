@@ -186,9 +186,10 @@ def at_session_start(data: dict[str, Any]) -> tuple[str, list[str]]:
     from taskgate.server import peers
 
     peers.register_client(layout.state_dir, data["session_id"])
+    door = _door_started(layout)
     found = problems(data["cwd"], dict(os.environ), layout)
     if not found:
-        return "", []
+        return door, []
     where = _record(data, found)
     text = (
         "[R-REC-14] taskgate: this session started with taskgate's hook settings changed, so "
@@ -196,7 +197,35 @@ def at_session_start(data: dict[str, Any]) -> tuple[str, list[str]]:
         "Ask the person to run 'taskgate hooks install' (and 'taskgate hooks status'); "
         "'taskgate audit' fails until they have looked"
     )
-    return text, found
+    return (f"{door}\n{text}" if door else text), found
+
+
+def _door_started(layout: Any) -> str:
+    """The agent door this repository's sandboxed sessions write through, started when it is
+    not running (server/autostart.py): '' when it answers, else what to do. The usual cases
+    (no TCP door chosen, or the server answers) cost a file read and a connect: `_socket`,
+    not `socket` (which loads enum) on the hook path."""
+    import _socket
+
+    path = os.path.join(layout.common_dir, "taskgate", "door-tcp.json")
+    try:
+        with open(path, "rb") as fh:
+            port = int(loads(fh.read().decode("utf-8"))["port"])
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return ""  # no TCP door chosen (hooks install --no-sandbox): nothing to start
+    probe = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    try:
+        probe.settimeout(0.2)
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            return ""
+    finally:
+        probe.close()
+    from pathlib import Path
+
+    from taskgate.server.autostart import start_door
+
+    problem = start_door(Path(layout.repo), Path(layout.common_dir))
+    return f"[R-LCK-09] taskgate: {problem}" if problem else ""
 
 
 def _record(data: dict[str, Any], found: list[str]) -> str:

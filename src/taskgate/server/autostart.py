@@ -116,6 +116,45 @@ def start(repo: Path, port: int, state_dir: Path, wait_s: float = WAIT_S) -> str
     )
 
 
+def start_door(repo: Path, common_dir: Path, wait_s: float = WAIT_S) -> str:
+    """Issue 14: a sandboxed Claude Code session writes the store only through the agent door,
+    which `taskgate serve` keeps: when `hooks install` chose a TCP door for this repository
+    (`<common dir>/taskgate/door-tcp.json`) and nothing listens on it, start the server
+    (dashboard on a free port) and wait until the door answers. '' when it answers (or the
+    repository has no TCP door), else what went wrong and what to do."""
+    try:
+        data = json.loads((common_dir / "taskgate" / "door-tcp.json").read_text("utf-8"))
+        port = int(data["port"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""  # no door chosen (hooks install --no-sandbox): nothing to start
+    if listening(port):
+        return ""
+    from taskgate.process import start_detached
+    from taskgate.server.secret import server_dir, state_root
+
+    log_dir = server_dir(state_root(None), common_dir)
+    log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    log = log_dir / LOG
+    package_root = str(Path(__file__).resolve().parent.parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    argv = [sys.executable, "-m", "taskgate", "--repo", str(repo), "serve", "--port", "0"]
+    proc = start_detached(argv, log=log, env=env, cwd=repo)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if listening(port):
+            return ""
+        if proc.poll() is not None:  # another session's server may be binding it right now
+            deadline = min(deadline, time.monotonic() + 2.0)
+        time.sleep(0.05)
+    tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
+    return (
+        f"taskgate serve did not start, so the agent door on 127.0.0.1:{port} is closed "
+        f"({'; '.join(tail) or 'no output'}): this session's taskgate commands cannot write "
+        f"the store; ask the person to run 'taskgate --repo {repo} serve' (log: {log})"
+    )
+
+
 def main(argv: Sequence[str]) -> int:
     """Parse `--repo R --port P --state-dir S`; print a systemMessage on failure; exit 0."""
     values = dict(zip(argv[0::2], argv[1::2], strict=False))

@@ -284,7 +284,8 @@ def _tunnel(endpoint: Endpoint, proxy: Any) -> socket.socket:
             raise Unreachable(
                 f"nothing answers {endpoint.address} behind the sandbox's proxy "
                 f"({status or 'no answer'}): is 'taskgate serve' running for this repository? "
-                "(hooks install --http makes SessionStart start it)"
+                "(SessionStart starts it: start a new session, or ask the person to run "
+                "'taskgate serve')"
             )
         sock.settimeout(None)
         return sock
