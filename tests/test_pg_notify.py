@@ -172,6 +172,9 @@ def test_released_on_machine_a_denied_at_once_by_machine_bs_command_and_http_hoo
             assert "deny" not in _http_hook(served.base, door, "s1", target)
             assert "deny" in _http_hook(served.base, door, "s2", target)
         assert "deny" not in _command_hook(b, "s1", target)  # B's own file, at the clock
+        clock = b.path / ".taskgate" / CLOCK_FILE  # which the owner's agent may not forge
+        assert "deny" in _command_hook(b, "s1", clock)
+        assert "deny" in _http_hook(served.base, door, "s1", clock)
         a.ok("release", "add-login", "--force", "--reason", "hand over", session=None)
         # Machine A's write reached neither B's file nor B's memory; both deny at once.
         assert (b.path / ".taskgate" / CLOCK_FILE).exists()

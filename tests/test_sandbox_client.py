@@ -46,6 +46,7 @@ def test_claude_settings_confine_bash_and_deny_the_file_tools(layout: Layout) ->
         f"{repo}/.taskgate/state.db",
         f"{repo}/.taskgate/state.db-wal",
         f"{repo}/.taskgate/hook-snapshot.json",
+        f"{repo}/.taskgate/hook-snapshot.clock",  # PostgreSQL: trusted with the file (issue 20)
         f"{repo}/taskgate.toml",
         f"{repo}/.claude",
         f"{repo}/.git/refs/heads/main",

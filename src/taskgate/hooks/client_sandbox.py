@@ -36,7 +36,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-STORE_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal", "hook-snapshot.json")
+STORE_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal", "hook-snapshot.json",
+               "hook-snapshot.clock")  # fmt: skip  # the clock: issue 20 (store/pg_hook.py)
 VIEWS = ("task.json", "audit-trail.json", "*.flag", "agents/*/status.json")
 MAIN_REFS = ("main", "master")
 GOVERNED_MARKER = "taskgate-governed"  # engine/workspace.py
