@@ -185,6 +185,20 @@ def test_weakened_sandbox_settings_are_reported(repo: Repo) -> None:
     assert "sandbox.allowUnsandboxedCommands" in message
 
 
+def test_a_removed_sandbox_table_is_reported(repo: Repo) -> None:
+    """Removing the whole `sandbox` table takes the door's socket (the old marker) with it:
+    install's record says this repository relies on it."""
+    repo.ok("hooks", "install", "--sandbox")
+    edit(settings(), lambda d: d.pop("sandbox"))
+    message = session_start(repo)["systemMessage"]
+    assert "sandbox.enabled was removed or weakened" in message
+
+
+def test_an_install_without_the_sandbox_reports_no_sandbox(repo: Repo) -> None:
+    repo.ok("hooks", "install", "--no-sandbox")
+    assert "systemMessage" not in session_start(repo)
+
+
 def test_codex_entries_are_checked(repo: Repo) -> None:
     path = home() / ".codex" / "hooks.json"
     codex_install.install(path, codex_install.default_program())

@@ -138,10 +138,10 @@ def _sandbox_problems(path: str, data: dict[str, Any], layout: Layout | None) ->
         data.get("sandbox", {}).get("network", {}) if isinstance(data.get("sandbox"), dict) else {}
     )
     sockets = network.get("allowUnixSockets") if isinstance(network, dict) else None
-    if layout is None or not isinstance(sockets, list):
+    if layout is None:
         return []
     door = os.path.join(layout.common_dir, "taskgate", "door.sock")  # server/door.py door_path
-    if door not in sockets:
+    if not (isinstance(sockets, list) and door in sockets) and not _installed_here(path, layout):
         return []
     from taskgate.hooks.client_sandbox import claude_sandbox_settings, has_ours
 
@@ -198,6 +198,29 @@ def at_session_start(data: dict[str, Any]) -> tuple[str, list[str]]:
         "'taskgate audit' fails until they have looked"
     )
     return (f"{door}\n{text}" if door else text), found
+
+
+def _installed_here(path: str, layout: Layout) -> bool:
+    """Whether `hooks install` recorded sandbox settings in `path` that this repository relies
+    on (hooks/sandbox_install.py's record, under server/secret.state_root: the same lookup,
+    without importing hashlib on the hook path). It tells a removed `sandbox` table (the
+    door's socket gone with it) from an install without the sandbox (`--no-sandbox`)."""
+    env = os.environ
+    if env.get("TASKGATE_STATE_DIR"):
+        root = env["TASKGATE_STATE_DIR"]
+    else:
+        home = env.get("HOME") or os.path.expanduser("~")
+        root = os.path.join(env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state"),
+                            "taskgate")  # fmt: skip
+    record = _read(os.path.join(root, "client-sandbox.json"))
+    if not isinstance(record, dict):
+        return False
+    here, common = os.path.realpath(path), os.path.realpath(layout.common_dir)
+    for settings_file, entry in record.items():
+        repos = entry.get("repos") if isinstance(entry, dict) else None
+        if os.path.realpath(settings_file) == here and isinstance(repos, list):
+            return any(os.path.realpath(str(r)) == common for r in repos)
+    return False
 
 
 def _door_started(layout: Any) -> str:
