@@ -181,3 +181,25 @@ def test_an_agent_that_cannot_start_uses_no_retry(tmp_path: Path) -> None:
     assert _agents(repo)["style"]["retry_count"] == 0  # the retry of attempt 2 taken back
     completed = [e for e in _events(repo, "agent_completed") if e.get("agent") == "style"]
     assert completed[-1].get("not_started") is True
+
+
+def test_recover_repair_resets_what_a_stop_exhausted(tmp_path: Path) -> None:
+    """`recover T --repair` is the person's "the cause is dealt with": the stop is resolved,
+    its exhausted counters start again (audited), and the next run proceeds."""
+    repo, marker = _flaky_style(tmp_path, retries=1)
+    stopped = repo.run("run", SLUG, "--yes", session="run")
+    assert stopped.code == 4, stopped.out + stopped.err
+    assert _agents(repo)["style"]["retry_count"] == 1
+    diag = repo.run("recover", SLUG, session="run")
+    assert "--repair' resets the retry and round counters" in diag.out, diag.out
+    marker.write_text("installed\n")
+    repaired = repo.run("recover", SLUG, "--repair", session="run")
+    assert repaired.code == 0, repaired.out + repaired.err
+    assert [e["cause"] for e in _events(repo, "stop_resolved")] == ["agent-retries"]
+    resets = _events(repo, "retries_reset")
+    assert resets and "recover --repair" in str(resets[-1]["why"])
+    assert "style" in resets[-1]["agents"]  # type: ignore[operator]
+    assert _agents(repo)["style"]["retry_count"] == 0
+    repo.ok("run", SLUG, "--yes", session="run")
+    _finished(repo, SLUG, commits=4)
+    assert not _events(repo, "run_resumed")  # the stop was already resolved

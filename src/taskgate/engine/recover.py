@@ -180,6 +180,11 @@ def _stopped(snap: TaskSnapshot, d: Diagnosis) -> bool:
         return False
     d.procedure = "stop"
     d.summary, d.actions = found
+    if str(snap.task.extra["last_stop"]["cause"]) not in ("post-merge-build", "agent-escaped"):
+        # Issue 16: the person dealt with the cause; --repair starts its exhausted counters again.
+        d.repairable = True
+        d.actions.append(f"once the cause is fixed, 'taskgate recover {snap.task.name} --repair' "
+                         "resets the retry and round counters it used up")  # fmt: skip
     return True
 
 
@@ -366,6 +371,12 @@ def repair(engine: Engine, snap: TaskSnapshot, d: Diagnosis) -> None:
     """Apply the safe repair for the selected procedure; journaled and audited."""
     if d.procedure == "P1":
         _resume_pending(engine, snap, d)
+    elif d.procedure == "stop":
+        from taskgate.engine.stops import resolve
+
+        if resolve(engine, snap.task.name, by="recover --repair") is not None:
+            d.repaired.append("the stop's cause is resolved: its exhausted counters start again; "
+                              f"resume with 'taskgate run {snap.task.name}'")  # fmt: skip
     elif d.procedure == "P2" and not d.retry:  # only dead invocations: any step closes them
         _audit_repair(engine, snap.task.name, "P2", ["closed interrupted agent invocations"])
         d.repaired.append("closed interrupted agent invocations")

@@ -10,9 +10,13 @@ transition (`run` starts again with fresh retry and build budgets).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from taskgate.store.base import Tx
 from taskgate.store.records import TaskSnapshot
+
+if TYPE_CHECKING:
+    from taskgate.engine.core import Engine
 
 _ADVICE = {
     "build-escalation": "the build failure could not be given to an agent: fix the build on "
@@ -64,3 +68,62 @@ def explain(snap: TaskSnapshot) -> tuple[str, list[str]] | None:
     if cause not in ("post-merge-build", "agent-escaped"):
         actions.append(f"or drop it, keeping its work: taskgate abandon {task} --reason '…'")
     return summary, actions
+
+
+# What resuming after each stop starts afresh (issue 16): the person dealt with the cause, so
+# the counters it exhausted would only stop the run again.
+_AGENT_CAUSES = ("agent-retries", "agent-blocked", "misconfiguration", "agent-worktree",
+                 "no-progress", "merge-conflicts", "review", "plan")  # fmt: skip
+
+
+def reset_budgets(
+    engine: Engine, tx: Tx, snap: TaskSnapshot, extra: dict[str, Any], cause: str, why: str
+) -> None:
+    """In `tx` (and the task's `extra`, which the caller writes): the counters the stop's cause
+    exhausted start again — agent retries (`retries_reset`), the implementation-round budget
+    (`round_budget_reset`), the conflict count (`conflicts_reset`), the build iterations."""
+    task = snap.task.name
+    if cause in ("build-retries", "build-escalation"):
+        extra["build_iterations"] = 0  # the person fixed the cause: a fresh budget
+    if cause not in _AGENT_CAUSES:
+        return
+    from taskgate.engine.agentops import reset_retry_rows
+
+    reset_retry_rows(engine, tx, snap, why=why)
+    budget = round_budget(extra, why)
+    if budget:
+        engine.event(tx, task, "round_budget_reset", budget)
+    if cause == "merge-conflicts" and extra.get("conflicts"):
+        engine.event(tx, task, "conflicts_reset", {"conflicts": extra["conflicts"], "why": why})
+        extra["conflicts"] = 0
+
+
+def round_budget(extra: dict[str, Any], why: str) -> dict[str, Any] | None:
+    """Start the implementation-round budget at the current round (in `extra`); what to audit,
+    None when no round was used since the last start."""
+    round_no = int(extra.get("impl_round", 1))
+    base = int(extra.get("round_base", 0))
+    if round_no - 1 <= base:
+        return None
+    extra["round_base"] = round_no - 1
+    return {"rounds_used": round_no - 1 - base, "round": round_no, "why": why}
+
+
+def resolve(engine: Engine, task: str, *, by: str) -> dict[str, Any] | None:
+    """`recover T --repair` on a task `run` stopped on purpose: the person says the cause is
+    dealt with, so the stop is cleared and the counters it exhausted start again (audited as
+    `stop_resolved` and the resets); the next `run T` proceeds. None when there is no stop."""
+
+    def body(tx: Tx, snap: TaskSnapshot) -> dict[str, Any] | None:
+        stop = last_stop(snap)
+        if stop is None:
+            return None
+        cause = str(stop["cause"])
+        engine.event(tx, task, "stop_resolved", {"cause": cause, "stopped_at": stop.get("at"),
+                                                 "by": by})  # fmt: skip
+        extra = {k: v for k, v in snap.task.extra.items() if k != "last_stop"}
+        reset_budgets(engine, tx, snap, extra, cause, f"{by} after the {cause} stop")
+        engine.touch(tx, snap, extra=extra)
+        return stop
+
+    return engine.step(task, body)

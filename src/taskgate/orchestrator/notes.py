@@ -89,15 +89,11 @@ def record_stop(engine: Engine, task: str, cause: str, issue: str, next_command:
     engine.step(task, body)
 
 
-# What a resume after each stop starts afresh (issue 16): the person dealt with the cause, so
-# the counters it exhausted would only stop the run again.
-_AGENT_CAUSES = ("agent-retries", "agent-blocked", "misconfiguration", "agent-worktree",
-                 "no-progress", "merge-conflicts", "review", "plan")  # fmt: skip
-
-
 def take_stop(engine: Engine, task: str) -> dict[str, Any] | None:
     """The stop a new run resumes from (cleared and audited as `run_resumed`), if any; the
     counters its cause exhausted start again in the same step, each reset audited with why."""
+    from taskgate.engine.stops import reset_budgets
+
     stop = engine.require_snapshot(task).task.extra.get("last_stop")
     if not isinstance(stop, dict):
         return None
@@ -107,38 +103,17 @@ def take_stop(engine: Engine, task: str) -> dict[str, Any] | None:
         engine.event(tx, task, "run_resumed", {"cause": cause, "stopped_at": stop.get("at")})
         extra = {k: v for k, v in snap.task.extra.items() if k != "last_stop"}
         why = f"resumed after the {cause} stop of {stop.get('at')}: the person dealt with it"
-        if cause in ("build-retries", "build-escalation"):
-            extra["build_iterations"] = 0  # the person fixed the cause: a fresh budget
-        if cause in _AGENT_CAUSES:
-            from taskgate.engine.agentops import reset_retry_rows
-
-            reset_retry_rows(engine, tx, snap, why=why)
-            budget = _round_budget(extra, why)
-            if budget:
-                engine.event(tx, task, "round_budget_reset", budget)
-            if cause == "merge-conflicts" and extra.get("conflicts"):
-                engine.event(tx, task, "conflicts_reset", {"conflicts": extra["conflicts"],
-                                                           "why": why})  # fmt: skip
-                extra["conflicts"] = 0
+        reset_budgets(engine, tx, snap, extra, cause, why)
         engine.touch(tx, snap, extra=extra)
 
     engine.step(task, body)
     return stop
 
 
-def _round_budget(extra: dict[str, Any], why: str) -> dict[str, Any] | None:
-    """Start the implementation-round budget at the current round (in `extra`); what to audit,
-    None when no round was used since the last start."""
-    round_no = int(extra.get("impl_round", 1))
-    base = int(extra.get("round_base", 0))
-    if round_no - 1 <= base:
-        return None
-    extra["round_base"] = round_no - 1
-    return {"rounds_used": round_no - 1 - base, "round": round_no, "why": why}
-
-
 def reset_round_budget(engine: Engine, task: str, why: str) -> None:
     """A new plan or the person's change request: implementation rounds count afresh."""
+    from taskgate.engine.stops import round_budget as _round_budget
+
     if _round_budget(dict(engine.require_snapshot(task).task.extra), why) is None:
         return  # no round used since the budget started: nothing to write
 
