@@ -244,6 +244,12 @@ def test_tasks_complete_on_different_machines_each_squash_once_on_the_remote(
     for m, task in ((alpha, "t1"), (beta, "t2"), (gamma, "t3")):
         audit = m.run("audit", task)
         assert audit.code == 0, audit.out + audit.err
+    # ...and on a machine where the task never ran: documents from the shared remote
+    for m, task in ((beta, "t1"), (gamma, "t2"), (alpha, "t3")):
+        assert not m.task_dir(task).exists()
+        audit = m.run("audit", task)
+        assert audit.code == 0, audit.out + audit.err
+        assert "ran on another machine" in audit.out
 
 
 def test_push_that_loses_the_race_for_main_is_a_resumable_refusal_nothing_lost(

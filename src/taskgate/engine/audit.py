@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from taskgate.engine import guard_trail, views
@@ -90,10 +91,24 @@ def audit(engine: Engine, task: str | None = None) -> list[TaskAudit]:
         engine.check_task_name(task)
     snaps = read_snapshots(engine.ws, task)
     repository = guard_trail.read_repository_events(engine.ws)
-    audits = [audit_snapshot(engine.ws, snap, repository) for snap in snaps]
+    audits = [
+        audit_snapshot(engine.ws, snap, repository, _documents_elsewhere(engine, snap))
+        for snap in snaps
+    ]
     if task is None:
         audits += audit_repository(repository)
     return audits
+
+
+def _documents_elsewhere(engine: Engine, snap: TaskSnapshot) -> str | None:
+    """Issue 20: a team's task that ran on another machine has no directory here; its
+    documents (task.md, the reports) are read from their commit on the shared remote
+    (engine/remote_sync.py), and its views, this machine never rendered, are not compared."""
+    if engine.ws.task_dir(snap.task.name).exists() or not engine.ws.uses_database_server:
+        return None
+    from taskgate.engine import remote_sync
+
+    return remote_sync.fetch_documents(engine, snap.task.name)
 
 
 def audit_repository(events: Sequence[EventRow]) -> list[TaskAudit]:
@@ -110,14 +125,15 @@ def audit_repository(events: Sequence[EventRow]) -> list[TaskAudit]:
 
 
 def audit_snapshot(
-    ws: Workspace, snap: TaskSnapshot, repository: Sequence[EventRow] = ()
+    ws: Workspace, snap: TaskSnapshot, repository: Sequence[EventRow] = (), docs: str | None = None
 ) -> TaskAudit:
     """Every check for one task: the pure protocol checks plus chain, views and git; with the
-    repository's trail, its hook-settings records of the sessions that worked on the task."""
+    repository's trail, its hook-settings records of the sessions that worked on the task;
+    with `docs`, the task ran on another machine: its documents are read from that commit."""
     checks = [
         check_hash_chain(snap),
-        *ac.run_checks(audit_input(ws, snap)),
-        check_views(ws, snap),
+        *ac.run_checks(audit_input(ws, snap, docs)),
+        check_views(ws, snap) if docs is None else _views_elsewhere(snap),
         check_git(ws, snap),
         check_anchor(ws, snap),  # engine/anchor.py (issue 14)
         guard_trail.check_guards(snap.events, guard_trail.linked(snap, repository)),
@@ -127,9 +143,32 @@ def audit_snapshot(
     return TaskAudit(snap.task.name, snap.task.state, tuple(checks))
 
 
-def audit_input(ws: Workspace, snap: TaskSnapshot) -> ar.AuditInput:
+def _views_elsewhere(snap: TaskSnapshot) -> ar.CheckResult:
+    return ar.CheckResult(
+        "views", "the views match the store", ("DESIGN-State", "C-03", "C-04"), (),
+        (f"'{snap.task.name}' ran on another machine: its views were rendered there, "
+         "not here (the store is the truth; documents read from the shared remote)",),
+    )  # fmt: skip
+
+
+def _document(ws: Workspace, docs: str | None, path: Path) -> str | None:
+    """A task document's text: the file here, or with `docs` its copy in that commit."""
+    if docs is None:
+        return read_text(path)
+    found = git("cat-file", "blob", f"{docs}:{path.name}", cwd=ws.repo, check=False)
+    return found.stdout if found.ok else None
+
+
+def audit_input(ws: Workspace, snap: TaskSnapshot, docs: str | None = None) -> ar.AuditInput:
     """The snapshot in the shape the pure checks judge (plus task.md, reports and commits)."""
     t = snap.task
+
+    def size(path: Path) -> int | None:
+        if docs is None:
+            return file_size(path)
+        text = _document(ws, docs, path)
+        return None if text is None else len(text.encode("utf-8"))
+
     agents = t.classification.get("agents") if t.classification else None
     return ar.AuditInput(
         task=t.name,
@@ -156,8 +195,8 @@ def audit_input(ws: Workspace, snap: TaskSnapshot) -> ar.AuditInput:
             for a in snap.agents
         ),
         commits=task_commits(ws, snap),
-        task_md=read_text(ws.task_md(t.name)),
-        report_sizes={a: file_size(ws.report_path(t.name, a)) for a in t.required_agents},
+        task_md=_document(ws, docs, ws.task_md(t.name)),
+        report_sizes={a: size(ws.report_path(t.name, a)) for a in t.required_agents},
         archival_sha=t.extra.get("archival_sha"),
         merged_sha=t.extra.get("merged_sha"),
         auto_approve_allowed=ws.config.protocol.allow_auto_approve,

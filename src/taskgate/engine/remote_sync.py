@@ -316,6 +316,25 @@ def fetch_task(engine: Engine, task: str, agents: tuple[str, ...], main: str) ->
         _fast_forward_ref(engine, AUDIT_PREFIX + task, fetched_anchor)
 
 
+def fetch_documents(engine: Engine, task: str) -> str | None:
+    """For `audit` on a machine where the task never ran (its directory is not here): the
+    task's documents and audit anchor fetched from the shared remote, refs only (no file is
+    written), the anchor fast-forwarded; the documents commit, None when there is none (or
+    this is not a team's workspace)."""
+    remote = team_remote(engine)
+    if remote is None:
+        return None
+    extras = [DOCS_PREFIX + task, AUDIT_PREFIX + task]
+    there = _remote_refs(engine, remote, extras)
+    _fetch(engine, remote, [f"+{ref}:refs/taskgate/fetched/{ref.removeprefix('refs/taskgate/')}"
+                            for ref in extras if ref in there])  # fmt: skip
+    repo = engine.ws.repo
+    fetched_anchor = gitrepo.rev_parse(repo, "refs/taskgate/fetched/audit/" + task)
+    if fetched_anchor is not None:
+        _fast_forward_ref(engine, AUDIT_PREFIX + task, fetched_anchor)
+    return gitrepo.rev_parse(repo, "refs/taskgate/fetched/docs/" + task)
+
+
 def agent_worktrees(engine: Engine, task: str, agents: tuple[str, ...], state: str) -> None:
     """After a hand-over: the agent worktrees of a task past INIT, recreated on this machine
     from their fetched branches (never a branch created here: that is classify's job)."""
