@@ -53,4 +53,12 @@ CLOCK_DDL = (
     f"INSERT INTO {CLOCK_TABLE} (id, seq) VALUES (1, 1) ON CONFLICT (id) DO NOTHING",
 )
 CLOCK_READ = f"SELECT seq FROM {CLOCK_TABLE} WHERE id = 1"
-CLOCK_ADVANCE = f"UPDATE {CLOCK_TABLE} SET seq = seq + 1 WHERE id = 1 RETURNING seq"
+# Never back to a value a machine saw: the next value is at least the server's time in
+# microseconds, so after a restore from a backup (the clock goes back with the data) the first
+# write jumps past every clock written before the restore, and no machine's file or memory of
+# that older history matches again. (A restored store at exactly the backup's clock holds
+# exactly the data of that clock: a file of it is right.)
+CLOCK_ADVANCE = (
+    f"UPDATE {CLOCK_TABLE} SET seq = GREATEST(seq + 1, "
+    "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint) WHERE id = 1 RETURNING seq"
+)
