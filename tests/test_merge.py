@@ -106,6 +106,31 @@ def test_untagged_agent_commit_is_refused(irepo: Repo) -> None:
     assert git(irepo.worktree(TASK), "rev-parse", "HEAD") == head
 
 
+def test_agent_branches_holding_old_copies_of_a_rebased_task_branch_still_merge(
+    irepo: Repo,
+) -> None:
+    """Issue 16 (found by the torture): T rebased onto a moved main leaves the agents'
+    branches holding the old copies of T's commits; the merge refused them for ever as
+    untagged work ('reword them'). They are dropped (patch-identical on T), the agents' own
+    commits merge."""
+    a, b = two_agents(irepo)
+    commit_in(agent_wt(irepo, a), "src/a.py", "A = 1\n", f"[agent:{a}] add a")
+    irepo.ok("merge", TASK)  # both agents now hold a's commit
+    commit_in(irepo.path, "MAIN.md", "moved on\n", "main moves on")
+    task_wt = irepo.worktree(TASK)
+    git(task_wt, "rebase", "-q", "main")  # the person rebases T (R-CMP-06's way)
+    sha_b = commit_in(agent_wt(irepo, b), "src/b.py", "B = 1\n", f"[agent:{b}] add b")
+    out = irepo.ok("merge", TASK, "--json").json()
+    assert b in [m["agent"] for m in out["merged"]] and out["conflict"] is None
+    assert (task_wt / "src/a.py").read_text() == "A = 1\n"
+    assert (task_wt / "src/b.py").read_text() == "B = 1\n"
+    subjects = git(task_wt, "log", "--format=%s", "main..HEAD").splitlines()
+    assert subjects.count(f"[agent:{a}] add a") == 1  # no second copy came back with b
+    assert git(task_wt, "merge-base", "--is-ancestor", "main", "HEAD") == ""
+    assert sha_b not in git(task_wt, "log", "--format=%H", "main..HEAD")  # b was rebased
+    assert irepo.ok("merge", TASK, "--json").json()["merged"] == []
+
+
 def test_interrupted_rebase_left_by_someone_else(irepo: Repo) -> None:
     wt = irepo.worktree(TASK)
     gitdir = Path(git(wt, "rev-parse", "--absolute-git-dir"))

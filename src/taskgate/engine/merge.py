@@ -120,6 +120,29 @@ def _untagged(repo: Path, task: str, agent: str) -> list[str]:
     ]
 
 
+def _drop_stale_copies(engine: Engine, task: str, agent: str) -> None:
+    """Issue 16 (found by the torture): after T was rebased (onto a moved main, R-CMP-06), an
+    agent branch still holds the old copies of T's commits; they look like untagged agent
+    work (R-WTB-06) and the merge refused for ever. When every such commit has its
+    patch-identical copy on T, the agent's clean worktree is rebased onto T, which drops them
+    and keeps the agent's own commits; anything else (a conflict, a dirty or busy worktree)
+    is left for the tag check to report."""
+    repo, branch = engine.ws.repo, f"refs/heads/{task}-{agent}"
+    ahead = ops.subjects(repo, "--no-merges", f"refs/heads/{task}..{branch}")
+    own = ops.subjects(repo, "--no-merges", "--cherry-pick", "--right-only",
+                       f"refs/heads/{task}...{branch}")  # fmt: skip
+    if len(own) == len(ahead):
+        return  # nothing on T-A that T already has under another name
+    wt = engine.ws.agent_worktree(task, agent)
+    if not gitrepo.is_worktree(wt) or gitrepo.head_ref(wt) != f"{task}-{agent}":
+        return
+    if gitrepo.in_progress(wt) or gitrepo.tracked_changes(wt):
+        return
+    result = git("rebase", "-q", f"refs/heads/{task}", cwd=wt, check=False)
+    if not result.ok and gitrepo.in_progress(wt) == "rebase":
+        git("rebase", "--abort", cwd=wt)  # the branch is as it was
+
+
 def _preflight(engine: Engine, snap: TaskSnapshot, agents: Sequence[str]) -> None:
     t = snap.task
     repo = engine.ws.repo
@@ -154,6 +177,7 @@ def _preflight(engine: Engine, snap: TaskSnapshot, agents: Sequence[str]) -> Non
                 f"agent branch '{t.name}-{agent}' does not exist (R-WTB-02)",
                 hint=f"run 'taskgate recover {t.name}' to recreate the agent worktrees",
             )
+        _drop_stale_copies(engine, t.name, agent)
         untagged = _untagged(repo, t.name, agent)
         if untagged:
             raise Refused(
