@@ -351,6 +351,9 @@ def _program_paths(cmd: Sequence[str], env: Mapping[str, str]) -> list[Path]:
         paths += [Path(exe).parent, Path(os.path.realpath(exe)).parent]
     paths += [Path(p) for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
     paths += [Path(sys.prefix), Path(sys.base_prefix), Path(__file__).resolve().parents[2]]
+    # A script named by absolute path (`python /x/agent.py`): under /tmp or HOME it would be
+    # hidden behind the private ones (a checkout under /tmp ran no agent at all).
+    paths += [Path(a).parent for a in cmd[1:] if os.path.isabs(a) and os.path.isfile(a)]
     return paths
 
 

@@ -186,7 +186,7 @@ def at_session_start(data: dict[str, Any]) -> tuple[str, list[str]]:
     from taskgate.server import peers
 
     peers.register_client(layout.state_dir, data["session_id"])
-    door = _door_started(layout)
+    door = _door_started(layout, data["cwd"], os.environ.get("HOME", ""))
     found = problems(data["cwd"], dict(os.environ), layout)
     if not found:
         return door, []
@@ -223,7 +223,23 @@ def _installed_here(path: str, layout: Layout) -> bool:
     return False
 
 
-def _door_started(layout: Any) -> str:
+def _autostart_installed(cwd: str, home: str) -> bool:
+    """Whether `hooks install --http` put its own server start (server/autostart.py) in
+    SessionStart: the client runs it beside this hook, and the server it starts (with the
+    HTTP hooks' secret) opens the door; a second server started here would take the door
+    first and leave the HTTP hooks without theirs."""
+    for path in claude_files(cwd, home):
+        data = _read(path)
+        hooks = data.get("hooks") if isinstance(data, dict) else None
+        groups = hooks.get("SessionStart") if isinstance(hooks, dict) else None
+        for group in groups if isinstance(groups, list) else []:
+            for hook in group.get("hooks", []) if isinstance(group, dict) else []:
+                if isinstance(hook, dict) and "autostart.py" in str(hook.get("command", "")):
+                    return True
+    return False
+
+
+def _door_started(layout: Any, cwd: str, home: str) -> str:
     """The agent door this repository's sandboxed sessions write through, started when it is
     not running (server/autostart.py): '' when it answers, else what to do. The usual cases
     (no TCP door chosen, or the server answers) cost a file read and a connect: `_socket`,
@@ -236,6 +252,8 @@ def _door_started(layout: Any) -> str:
             port = int(loads(fh.read().decode("utf-8"))["port"])
     except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
         return ""  # no TCP door chosen (hooks install --no-sandbox): nothing to start
+    if _autostart_installed(cwd, home):
+        return ""  # the HTTP hooks' own SessionStart entry starts the server
     probe = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
     try:
         probe.settimeout(0.2)
