@@ -209,16 +209,7 @@ class Door:
         self._thread.start()
 
     def _serve(self) -> None:
-        self._sock.settimeout(0.2)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            conn.settimeout(None)
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+        accept_loop(self._sock, self._stop, self._one, 0.2)
 
     def _one(self, conn: socket.socket) -> None:
         from taskgate.server import peers
@@ -364,3 +355,18 @@ if __name__ == "__main__":  # the door's child: `python -m taskgate.server.door`
         print("taskgate.server.door runs only as the agent door's child", file=sys.stderr)
         sys.exit(2)
     sys.exit(execute(json.loads(sys.stdin.read())))
+
+
+def accept_loop(sock: socket.socket, stop: threading.Event, handle: Any, poll_s: float) -> None:
+    """Accept connections until `stop` (polled every `poll_s`) or the socket closes; each is
+    handled on its own thread (the Unix door and the TCP door of server/door_tcp.py)."""
+    sock.settimeout(poll_s)
+    while not stop.is_set():
+        try:
+            conn, _ = sock.accept()
+        except TimeoutError:
+            continue
+        except OSError:
+            return
+        conn.settimeout(None)
+        threading.Thread(target=handle, args=(conn,), daemon=True).start()

@@ -174,16 +174,9 @@ class TcpDoor:
         self._thread.start()
 
     def _serve(self) -> None:
-        self._sock.settimeout(_ACCEPT_POLL_S)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            conn.settimeout(None)
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+        from taskgate.server.door import accept_loop
+
+        accept_loop(self._sock, self._stop, self._one, _ACCEPT_POLL_S)
 
     def _one(self, conn: socket.socket) -> None:
         from taskgate.server import peers
