@@ -161,3 +161,22 @@ def make_repo(path: Path, todo: str = TODO, config: str = "") -> Repo:
 def repo(tmp_path: Path) -> Iterator[Repo]:
     """A fresh repository with taskgate initialised."""
     yield make_repo(tmp_path / "repo")
+
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import pgserver
+
+
+@pytest.fixture(scope="session")
+def pg() -> Iterator[pgserver.PgServer]:
+    """One throwaway PostgreSQL cluster for the whole run (tests/pgserver.py), started on first
+    use; a test takes a database of its own with `pg.fresh_database()` (store_kinds.py,
+    pg_plugin.py and the team suites do)."""
+    import pgserver
+
+    server = pgserver.start_server()
+    try:
+        yield server
+    finally:
+        pgserver.remove(server)

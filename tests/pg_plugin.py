@@ -16,22 +16,11 @@ test_server_hooks.py but for the one that fingerprints state.db.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 import pgserver
 
 
-@pytest.fixture(scope="session")
-def _pg_cluster() -> Iterator[pgserver.PgServer]:
-    server = pgserver.start_server()
-    try:
-        yield server
-    finally:
-        pgserver.remove(server)
-
-
 @pytest.fixture(autouse=True)
-def _on_postgres(_pg_cluster: pgserver.PgServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TASKGATE_DATABASE_URL", _pg_cluster.fresh_database())
+def _on_postgres(pg: pgserver.PgServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TASKGATE_DATABASE_URL", pg.fresh_database())  # conftest's cluster

@@ -1,13 +1,14 @@
 """Both stores for one test (issue 20): the store, concurrency, crash and torture suites run on
 the embedded SQLite file and on a real PostgreSQL server (tests/pgserver.py), never a mock.
 
-    from store_kinds import cluster_fixture, kind_fixture, store_fixture  # noqa: F401
+    from store_kinds import kind_fixture, store_fixture  # noqa: F401
 
 `store_kind` is parametrized "sqlite" / "postgres": on PostgreSQL it puts a fresh database of
-the module's throwaway cluster in TASKGATE_DATABASE_URL, which `make_repo`'s `taskgate init`
-and every `taskgate` the test runs inherit; on SQLite it makes sure the variable is unset.
-`store` (store_fixture) is an open Store of that kind (the interface tests). A test about the
-SQLite file itself (WAL loss, PRAGMA, the file's permissions) does not take these fixtures.
+the run's throwaway cluster (conftest's `pg`) in TASKGATE_DATABASE_URL, which `make_repo`'s
+`taskgate init` and every `taskgate` the test runs inherit; on SQLite it makes sure the
+variable is unset. `store` (store_fixture) is an open Store of that kind (the interface
+tests). A test about the SQLite file itself (WAL loss, PRAGMA, the file's permissions) does
+not take these fixtures.
 """
 
 from __future__ import annotations
@@ -24,20 +25,11 @@ from taskgate.store.base import Store
 KINDS = ("sqlite", "postgres")
 
 
-@pytest.fixture(scope="module", name="pg_cluster")
-def cluster_fixture() -> Iterator[pgserver.PgServer]:
-    server = pgserver.start_server()
-    try:
-        yield server
-    finally:
-        pgserver.remove(server)
-
-
 @pytest.fixture(name="store_kind", params=KINDS)
 def kind_fixture(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     kind = str(request.param)
     if kind == "postgres":
-        cluster: pgserver.PgServer = request.getfixturevalue("pg_cluster")
+        cluster: pgserver.PgServer = request.getfixturevalue("pg")
         monkeypatch.setenv("TASKGATE_DATABASE_URL", cluster.fresh_database())
     else:
         monkeypatch.delenv("TASKGATE_DATABASE_URL", raising=False)

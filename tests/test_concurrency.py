@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from conftest import SRC, git, make_repo
-from store_kinds import cluster_fixture, kind_fixture  # noqa: F401
+from store_kinds import kind_fixture  # noqa: F401
 
 
 def _spawn(repo: Path, session: str, *args: str) -> subprocess.Popen[str]:

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import Repo, make_repo
 from flow import to_requirements
-from store_kinds import cluster_fixture, kind_fixture  # noqa: F401
+from store_kinds import kind_fixture  # noqa: F401
 from taskgate.cli.main import main
 
 

@@ -15,7 +15,7 @@ import signal
 from pathlib import Path
 
 from conftest import Repo
-from store_kinds import cluster_fixture, kind_fixture, query  # noqa: F401
+from store_kinds import kind_fixture, query  # noqa: F401
 from test_faults_resume import SLUG, _finished
 from test_run import sample
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import SRC, Repo
-from store_kinds import cluster_fixture, kind_fixture, query  # noqa: F401
+from store_kinds import kind_fixture, query  # noqa: F401
 from taskgate.process import hostname
 from test_run import sample, state
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Repo, git
-from store_kinds import cluster_fixture, kind_fixture  # noqa: F401
+from store_kinds import kind_fixture  # noqa: F401
 from test_complete import TASK, approved_repo
 from test_run import main_commits, sample, state
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -24,15 +23,6 @@ from taskgate.store import pg_schema, pg_warm
 from taskgate.store.postgres import CLOCK_FILE, PgStore
 from taskgate.store.records import TaskRow, TransitionRow
 from taskgate.store.select import server_snapshot
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[pgserver.PgServer]:
-    server = pgserver.start_server()
-    try:
-        yield server
-    finally:
-        pgserver.remove(server)
 
 
 @pytest.fixture

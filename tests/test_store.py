@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from store_kinds import cluster_fixture, kind_fixture, store_fixture  # noqa: F401
+from store_kinds import kind_fixture, store_fixture  # noqa: F401
 from taskgate.store.base import Conflict, Store
 from taskgate.store.records import GENESIS_HASH, TaskRow, TransitionRow, event_hash
 from taskgate.store.schema import SCHEMA_VERSION

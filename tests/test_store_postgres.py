@@ -29,15 +29,6 @@ from taskgate.store.sqlite import SqliteStore
 # The interface scenarios of tests/test_store.py run there on both stores (store_kinds.py).
 
 
-@pytest.fixture(scope="session")
-def pg() -> Iterator[pgserver.PgServer]:
-    server = pgserver.start_server()
-    try:
-        yield server
-    finally:
-        pgserver.remove(server)
-
-
 @pytest.fixture
 def url(pg: pgserver.PgServer) -> str:
     return pg.fresh_database()

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +31,6 @@ TODO = "# Tasks\n\n" + "".join(
     for i in range(1, TASKS + 1)
 )
 EXIT_MAIN_MOVED = 1  # a refusal (R-CMP-06) of kind "main-moved"
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[pgserver.PgServer]:
-    server = pgserver.start_server()
-    try:
-        yield server
-    finally:
-        pgserver.remove(server)
 
 
 class Machine(Repo):

@@ -4,7 +4,6 @@ team's database: same rows, same hash chain, the views still valid, new steps co
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -16,15 +15,6 @@ from flow import to_requirements
 from taskgate.store.schema import MIGRATIONS
 
 NAMES = [name for name, _ in MIGRATIONS]
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[pgserver.PgServer]:
-    server = pgserver.start_server()
-    try:
-        yield server
-    finally:
-        pgserver.remove(server)
 
 
 def test_migrate_reports_applies_and_copies_an_embedded_store(

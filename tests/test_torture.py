@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SRC, Repo, make_repo
-from store_kinds import cluster_fixture, kind_fixture  # noqa: F401
+from store_kinds import kind_fixture  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import torture  # bench/torture.py holds the harness; the bench runs it longer
