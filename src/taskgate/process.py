@@ -7,8 +7,9 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+from taskgate.dataclass_lite import dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

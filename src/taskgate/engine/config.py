@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import shlex
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from taskgate.dataclass_lite import dataclass, field, field_names
 from taskgate.engine.worktree_config import WorktreeConfig, parse_worktree
 from taskgate.errors import UsageError
 
@@ -222,16 +222,16 @@ def parse_config(text: str, path: Path | None = None) -> Config:
         raise UsageError(f"{where}: {exc}", hint="fix the TOML syntax") from None
     _known(data, _SECTIONS, where)
     ws = _table(data, "workspace", where)
-    _known(ws, set(WorkspaceConfig.__dataclass_fields__), f"{where} [workspace]")
+    _known(ws, set(field_names(WorkspaceConfig)), f"{where} [workspace]")
     pr = _table(data, "protocol", where)
-    _known(pr, set(ProtocolConfig.__dataclass_fields__), f"{where} [protocol]")
+    _known(pr, set(field_names(ProtocolConfig)), f"{where} [protocol]")
     va = _table(data, "validation", where)
     _known(va, {"commands", "timeout_minutes", "rebuild_on_main"}, f"{where} [validation]")
     d_ws, d_pr = WorkspaceConfig(), ProtocolConfig()
     workspace = WorkspaceConfig(
         **{
             k: _typed(ws, k, str, getattr(d_ws, k), f"{where} [workspace]")
-            for k in WorkspaceConfig.__dataclass_fields__
+            for k in field_names(WorkspaceConfig)
         }
     )
     for key in ("tasks_root", "todo", "changelog"):

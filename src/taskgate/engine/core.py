@@ -10,11 +10,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from taskgate import failpoints
+from taskgate.dataclass_lite import dataclass, field
 from taskgate.engine import views
 from taskgate.engine.clock import Clock, iso, system_clock
 from taskgate.engine.workspace import Workspace, require_initialized

@@ -12,9 +12,9 @@ stuck on "agent invocations still running" (R-AUD-05, issue 16). An invocation o
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
+from taskgate.dataclass_lite import replace
 from taskgate.engine.core import Engine, pid_start_time
 from taskgate.protocol.states import State
 from taskgate.store.base import Tx

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from taskgate.dataclass_lite import dataclass
 from taskgate.engine.config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Config, load_config
 from taskgate.errors import StoreLost, UsageError
 from taskgate.git import repo as gitrepo

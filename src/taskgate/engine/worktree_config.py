@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from taskgate.dataclass_lite import dataclass, field_names
 from taskgate.errors import UsageError
 
 COPY_MODES = ("reflink", "hardlink")
@@ -85,7 +85,7 @@ def _commands(value: Any, where: str) -> tuple[tuple[str, ...], ...]:
 
 _SETUP_HINT = 'for example setup = [["npm", "ci"]] (argument lists; no shell)'
 
-_KEYS = set(WorktreeConfig.__dataclass_fields__)
+_KEYS = set(field_names(WorktreeConfig))
 
 
 def parse_worktree(table: dict[str, Any], where: str) -> WorktreeConfig:

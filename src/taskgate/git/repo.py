@@ -6,9 +6,9 @@ import fcntl
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
+from taskgate.dataclass_lite import dataclass
 from taskgate.errors import UsageError
 from taskgate.git.cmd import git, git_out, ok, split_z
 

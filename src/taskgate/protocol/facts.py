@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
+from taskgate.dataclass_lite import dataclass, field
 from taskgate.protocol.states import AgentStatus, ChangeType, Decision, RiskLevel, State
 
 

@@ -5,8 +5,7 @@ Everything else (the engine, the CLI's help, the docs reference, the audit) read
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from taskgate.dataclass_lite import dataclass
 from taskgate.protocol import checklist, guards
 from taskgate.protocol.facts import TaskFacts
 from taskgate.protocol.states import State

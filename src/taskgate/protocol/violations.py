@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from taskgate.dataclass_lite import dataclass
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import Any
+
+from taskgate.dataclass_lite import dataclass, field, replace
 
 # One definition of the chain for the store, the audit and the hook process (issue 18).
 from taskgate.store.canon import GENESIS_HASH as GENESIS_HASH

@@ -6,7 +6,6 @@ implement the same Tx with the same statements and `%s` placeholders.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from taskgate import failpoints
+from taskgate.dataclass_lite import field_names
 from taskgate.errors import SchemaDamaged, from_sqlite_error
 from taskgate.fsutil import atomic_write
 from taskgate.store import canon, snapshot
@@ -36,7 +36,7 @@ from taskgate.store.records import (
 )
 from taskgate.store.schema import MIGRATIONS
 
-_TASK_COLUMNS = tuple(f.name for f in dataclasses.fields(TaskRow))
+_TASK_COLUMNS = field_names(TaskRow)
 _JSON_TASK_FIELDS = {"required_agents", "classification", "checkpoint", "pending", "extra"}
 
 
