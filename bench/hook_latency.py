@@ -14,8 +14,12 @@ Also (issue 18): the engine-path command hooks (PostToolUse after an Edit, UserP
 SessionStart) in their usual and their engine cases (--engine-only), and the command hooks with
 N more tasks in the store (--scale N).
 
+With `--against DIR` (a checkout of another version, e.g. `git worktree add /tmp/before main`),
+the --engine-only and --scale tables add that tree's PostToolUse after an Edit and SessionStart
+rows ("before: ..."), interleaved in the same rounds on the same store.
+
 Run: python bench/hook_latency.py [rounds] [--pre-only] [--effects-only] [--http-only]
-     [--engine-only] [--scale N]
+     [--engine-only] [--scale N] [--against DIR]
 """
 
 from __future__ import annotations
@@ -43,6 +47,33 @@ def timed(cmd: list[str], cwd: Path, stdin: str) -> float:
     start = time.perf_counter()
     subprocess.run(cmd, cwd=cwd, env=env(), input=stdin.encode(), check=True, capture_output=True)
     return time.perf_counter() - start
+
+
+CPU: dict[str, list[float]] = {}  # row -> user+sys CPU seconds of each run (the child's)
+
+
+def timed_cpu(row: str, cmd: list[str], cwd: Path, stdin: str) -> float:
+    """timed(), also keeping the child's CPU time (getrusage deltas) under `row`."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = timed(cmd, cwd, stdin)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    spent = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    CPU.setdefault(row, []).append(spent)
+    return wall
+
+
+def _print_rows(rows: dict[str, list[float]], width: int) -> None:
+    """Median wall ms and its ratio to `python3 -c pass`, then the same for CPU time."""
+    floor = statistics.median(rows["python3 -c pass"])
+    cpu_floor = statistics.median(CPU["python3 -c pass"])
+    print(f"{'case':{width}} {'median ms':>10} {'/ python':>9} {'cpu ms':>8} {'/ python':>9}")
+    for name, values in rows.items():
+        median = statistics.median(values)
+        cpu = statistics.median(CPU[name])
+        print(f"{name:{width}} {median * 1000:10.1f} {median / floor:9.2f} "
+              f"{cpu * 1000:8.1f} {cpu / cpu_floor:9.2f}")  # fmt: skip
 
 
 def installed_command(event: str) -> list[str]:
@@ -93,8 +124,34 @@ def inputs(repo: Path) -> dict[str, str]:
     }
 
 
+# Rows a --against tree also runs (issue 18, third pass: the hooks without the engine).
+COMPARED = ("PostToolUse after an Edit (recorded, no engine)",
+            "PostToolUse after that Edit (recorded, no engine)",
+            "SessionStart (startup, new session)")  # fmt: skip
+
+
+def against() -> Path | None:
+    """The --against tree's root (its src/taskgate/hooks/launch.py is run), None without."""
+    if "--against" not in sys.argv:
+        return None
+    tree = Path(sys.argv[sys.argv.index("--against") + 1]).resolve()
+    launcher = tree / "src" / "taskgate" / "hooks" / "launch.py"
+    if not launcher.is_file():
+        raise SystemExit(f"--against {tree}: no src/taskgate/hooks/launch.py there")
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "src")],
+                   check=True, capture_output=True)  # fmt: skip
+    return tree
+
+
+def _before(tree: Path | None, event: str) -> list[str]:
+    assert tree is not None
+    return [sys.executable, "-S", str(tree / "src" / "taskgate" / "hooks" / "launch.py"), event]
+
+
 def main() -> int:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if "--against" in sys.argv:
+        args.remove(sys.argv[sys.argv.index("--against") + 1])
     rounds = int(args[0]) if args else 30
     if "--effects-only" in sys.argv:  # just the issue 15 rows
         effect_check(rounds)
@@ -229,12 +286,20 @@ def engine_hooks(rounds: int) -> None:
     }
     rows: dict[str, list[float]] = {"python3 -c pass": []}
     rows.update({name: [] for name in cases})
+    tree = against()
+    if tree is not None:
+        rows.update({f"before: {name}": [] for name in cases if name in COMPARED})
+    CPU.clear()
     for _ in range(rounds):
-        rows["python3 -c pass"].append(timed([sys.executable, "-c", "pass"], repo, ""))
+        floor_cmd = [sys.executable, "-c", "pass"]
+        rows["python3 -c pass"].append(timed_cpu("python3 -c pass", floor_cmd, repo, ""))
         for name, (event, data) in cases.items():
             body = json.dumps({**data, "hook_event_name": event})
-            rows[name].append(timed([sys.executable, "-S", launcher, event], repo, body))
-    floor = statistics.median(rows["python3 -c pass"])
+            command = [sys.executable, "-S", launcher, event]
+            rows[name].append(timed_cpu(name, command, repo, body))
+            if f"before: {name}" in rows:
+                before = f"before: {name}"
+                rows[before].append(timed_cpu(before, _before(tree, event), repo, body))
     selfs = []
     for _ in range(5):  # protocol/messages.py's own import time (its regexes: issue 18)
         out = (
@@ -253,10 +318,9 @@ def engine_hooks(rounds: int) -> None:
     print(f"import of taskgate.protocol.messages, self time: {own:.1f} ms")
     print(f"engine-path command hooks (issue 18), {rounds} rounds, {_load()}")
     print(f"hook program: {launcher}")
-    print(f"{'case':52} {'median ms':>10} {'/ python':>9}")
-    for name, values in rows.items():
-        median = statistics.median(values)
-        print(f"{name:52} {median * 1000:10.1f} {median / floor:9.2f}")
+    if tree is not None:
+        print(f"before: {tree / 'src' / 'taskgate' / 'hooks' / 'launch.py'}")
+    _print_rows(rows, 60 if tree is not None else 52)
 
 
 def _post(port: int, event: str, body: str, secret: str, conn: object = None) -> float:
@@ -491,17 +555,23 @@ def scale_rows(rounds: int, more: int) -> None:
     cases["SessionStart (startup, new session)"] = ("SessionStart", json.dumps(fresh))
     rows: dict[str, list[float]] = {"python3 -c pass": []}
     rows.update({name: [] for name in cases})
+    tree = against()
+    if tree is not None:
+        rows.update({f"before: {name}": [] for name in cases if name in COMPARED})
+    CPU.clear()
     for _ in range(rounds):
-        rows["python3 -c pass"].append(timed([sys.executable, "-c", "pass"], repo, ""))
+        floor_cmd = [sys.executable, "-c", "pass"]
+        rows["python3 -c pass"].append(timed_cpu("python3 -c pass", floor_cmd, repo, ""))
         for name, (event, body) in cases.items():
-            rows[name].append(timed(installed_command(event), repo, body))
-    floor = statistics.median(rows["python3 -c pass"])
+            rows[name].append(timed_cpu(name, installed_command(event), repo, body))
+            if f"before: {name}" in rows:
+                before = f"before: {name}"
+                rows[before].append(timed_cpu(before, _before(tree, event), repo, body))
     print(f"command hooks with {TASKS + more} tasks in the store (hook snapshot "
           f"{_snapshot_kib(repo)} KiB), {rounds} rounds, {_load()}")  # fmt: skip
-    print(f"{'case':60} {'median ms':>10} {'/ python':>9}")
-    for name, values in rows.items():
-        median = statistics.median(values)
-        print(f"{name:60} {median * 1000:10.1f} {median / floor:9.2f}")
+    if tree is not None:
+        print(f"before: {tree / 'src' / 'taskgate' / 'hooks' / 'launch.py'}")
+    _print_rows(rows, 68 if tree is not None else 60)
 
 
 def _load() -> str:

@@ -27,6 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
         ("team.py", ["4", "50", "1"], "one transition"),  # issue 20: a real PostgreSQL server
         ("pg_hooks.py", ["200", "5"], "serve, warm"),  # issue 20: the snapshot clock
         ("session_start_check.py", ["2"], "ratio (check reading"),  # issue 14
+        # issue 18, third pass: the hooks without the engine, against a tree (here itself)
+        ("hook_latency.py", ["1", "--engine-only", "--against", str(ROOT)], "before: Session"),
+        ("hook_latency.py", ["1", "--scale", "100", "--against", str(ROOT)], "before: PostTool"),
     ],
 )
 def test_bench_script_runs(script: str, args: list[str], expect: str) -> None:

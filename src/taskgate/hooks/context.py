@@ -275,10 +275,12 @@ def actor_from(
 
 def _from_store(db: str) -> Index:
     """The snapshot read from the store `db` through a read-only connection (no Engine)."""
-    try:  # the C module alone: sqlite3's dbapi2 wrapper imports datetime (about 1 ms more)
-        import _sqlite3 as sqlite3
+    from taskgate.store.hook_tx import sqlite_module
+
+    try:  # the C module alone, without functools (store/hook_tx.py)
+        sqlite3 = sqlite_module()
     except ImportError:  # pragma: no cover - other interpreters
-        import sqlite3  # type: ignore[no-redef]
+        import sqlite3
 
     from taskgate.hooks.jsonio import loads
     from taskgate.store import snapshot

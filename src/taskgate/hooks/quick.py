@@ -110,12 +110,7 @@ def record(data: dict[str, Any], analysis: Analysis | None) -> str | None:
     from taskgate.store import hook_tx
 
     session = str(data["session_id"])
-    try:
-        import _sqlite3
-
-        errors: tuple[type[Exception], ...] = (hook_tx.Unusable, _sqlite3.Error)
-    except ImportError:  # pragma: no cover - other interpreters
-        errors = (hook_tx.Unusable,)
+    errors = _errors()
     try:
         with hook_tx.HookTx(layout.state_dir) as tx:
             tx.check_snapshot()
@@ -149,6 +144,16 @@ def record(data: dict[str, Any], analysis: Analysis | None) -> str | None:
     return ""
 
 
+def _errors() -> tuple[type[Exception], ...]:
+    """What a fast path's store work may raise, for which the engine's path answers."""
+    from taskgate.store import hook_tx
+
+    try:
+        return (hook_tx.Unusable, hook_tx.sqlite_module().Error)
+    except ImportError:  # pragma: no cover - other interpreters
+        return (hook_tx.Unusable,)
+
+
 def _engine_path(why: object) -> None:
     """The engine's path answers: with TASKGATE_DEBUG set, say why on stderr."""
     if os.environ.get("TASKGATE_DEBUG"):
@@ -171,12 +176,7 @@ def session_start(data: dict[str, Any]) -> str | None:
         return None
     from taskgate.store import hook_tx
 
-    try:
-        import _sqlite3
-
-        errors: tuple[type[Exception], ...] = (hook_tx.Unusable, _sqlite3.Error)
-    except ImportError:  # pragma: no cover - other interpreters
-        errors = (hook_tx.Unusable,)
+    errors = _errors()
     try:
         # The engine's check waits 1 s for the lock, then goes on without it ("busy").
         with hook_tx.HookTx(layout.state_dir, timeout=1.0) as tx:
@@ -247,12 +247,7 @@ def session_end(data: dict[str, Any], event: str) -> tuple[str, ...] | None:
         kind, payload = "session_end", {"reason": data.get("reason", "")}
     from taskgate.store import hook_tx
 
-    try:
-        import _sqlite3
-
-        errors: tuple[type[Exception], ...] = (hook_tx.Unusable, _sqlite3.Error)
-    except ImportError:  # pragma: no cover - other interpreters
-        errors = (hook_tx.Unusable,)
+    errors = _errors()
     try:
         with hook_tx.HookTx(layout.state_dir) as tx:
             owned = tx.held_by(session)

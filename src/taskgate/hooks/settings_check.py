@@ -244,8 +244,6 @@ def _door_started(layout: Any, cwd: str, home: str) -> str:
     not running (server/autostart.py): '' when it answers, else what to do. The usual cases
     (no TCP door chosen, or the server answers) cost a file read and a connect: `_socket`,
     not `socket` (which loads enum) on the hook path."""
-    import _socket
-
     path = os.path.join(layout.common_dir, "taskgate", "door-tcp.json")
     try:
         with open(path, "rb") as fh:
@@ -254,6 +252,8 @@ def _door_started(layout: Any, cwd: str, home: str) -> str:
         return ""  # no TCP door chosen (hooks install --no-sandbox): nothing to start
     if _autostart_installed(cwd, home):
         return ""  # the HTTP hooks' own SessionStart entry starts the server
+    import _socket
+
     probe = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
     try:
         probe.settimeout(0.2)

@@ -92,6 +92,11 @@ def _sha256(data: bytes) -> str:
     return str(module.sha256(data).hexdigest())
 
 
+def sha256_hex(data: bytes) -> str:
+    """SHA-256 of `data`, hex, through the builtin module (the hook's snapshot check too)."""
+    return _sha256(data)
+
+
 def event_hash(prev_hash: str, task: str, at: str, kind: str, payload: dict[str, Any]) -> str:
     """SHA-256 over the previous hash and this event's canonical JSON (the hash chain)."""
     return _sha256(compact([prev_hash, task, at, kind, payload]).encode("utf-8"))

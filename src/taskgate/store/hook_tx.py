@@ -46,6 +46,46 @@ def _linger() -> bool:
     return getattr(sys.modules.get("__main__"), "HOOK_PROCESS", False) is True
 
 
+def sqlite_module() -> Any:
+    """The `_sqlite3` C module (sqlite3's dbapi2 wrapper imports datetime), loaded without
+    `functools` and `collections` (issue 18: 2 ms of the hook's 5 above a bare interpreter).
+
+    Module init asks `functools` for `lru_cache`, once, to build each connection's statement
+    cache: `functools.lru_cache(maxsize)(connection)`, which is the C `_lru_cache_wrapper` of
+    `_functools` (a builtin) around the connection. Where nothing has loaded `functools` yet,
+    a stand-in whose `lru_cache` builds that same wrapper is in `sys.modules` for the import
+    and removed right after it, so the statement cache is the same object type with the same
+    size and eviction, and a later `import functools` gets the real module
+    (tests/test_hook_fast.py compares both)."""
+    import sys
+
+    loaded = sys.modules.get("_sqlite3")
+    if loaded is not None:
+        return loaded
+    if "functools" in sys.modules:
+        import _sqlite3
+
+        return _sqlite3
+    stand_in = type(sys)("functools")
+    stand_in.lru_cache = _lru_cache  # type: ignore[attr-defined]
+    sys.modules["functools"] = stand_in
+    try:
+        import _sqlite3
+    finally:
+        if sys.modules.get("functools") is stand_in:
+            del sys.modules["functools"]
+    return _sqlite3
+
+
+def _lru_cache(maxsize: int = 128, typed: bool = False) -> Any:
+    """functools.lru_cache(maxsize) for an int maxsize, as functools builds it with the C
+    wrapper (its cache_info() gives a plain tuple: nothing in _sqlite3 asks for it)."""
+    from _functools import _lru_cache_wrapper  # type: ignore[import-not-found]
+
+    size = max(maxsize, 0)
+    return lambda user_function: _lru_cache_wrapper(user_function, size, typed, tuple)
+
+
 class Unusable(Exception):
     """This write needs the engine (the message says why; nothing was written)."""
 
@@ -77,10 +117,10 @@ class HookTx:
         from taskgate.hooks.jsonio import loads
         from taskgate.store.schema import MIGRATIONS
 
-        try:  # the C module alone: sqlite3's dbapi2 wrapper imports datetime
-            import _sqlite3 as sqlite3
+        try:
+            sqlite3 = sqlite_module()
         except ImportError:  # pragma: no cover - other interpreters
-            import sqlite3  # type: ignore[no-redef]
+            import sqlite3
 
         self.state_dir = state_dir
         self.loads = loads
@@ -95,6 +135,8 @@ class HookTx:
             raise Unusable(f"the store does not open: {exc}") from None
         self._c = conn
         self._committed = False
+        # (clock, SHA-256, file key or None) of a full check, recorded at commit
+        self._checked: tuple[Any, str, str | None] | None = None
         try:
             if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
                 raise Unusable("the store is not in WAL mode")
@@ -129,7 +171,12 @@ class HookTx:
                 self._c.close()
 
     def commit(self) -> None:
-        """Commit (durably: synchronous=FULL, like the store)."""
+        """Commit (durably: synchronous=FULL, like the store), with the snapshot check's
+        finding when it compared every task (store/snapshot_clock.py)."""
+        if self._checked is not None:
+            from taskgate.store import snapshot_clock
+
+            snapshot_clock.record(self._c, *self._checked)
         self._c.execute("COMMIT")
         self._committed = True
 
@@ -147,27 +194,48 @@ class HookTx:
     def check_snapshot(self) -> None:
         """The hook snapshot equals the store, as `SqliteStore.refresh_snapshot` checks it;
         Unusable when it differs or is missing: the engine's path writes it, and records and
-        reports a difference (R-LCK-09)."""
-        from taskgate.store import snapshot
+        reports a difference (R-LCK-09).
+
+        Where the store's snapshot clock vouches for this very file (store/snapshot_clock.py:
+        the store unchanged since a full check found this file, or one with the same
+        SHA-256, equal to it), that is the answer; otherwise every task is compared, and a
+        file found equal is recorded for the next check by commit() (when this transaction
+        writes anyway)."""
+        from taskgate.store import canon, snapshot, snapshot_clock
 
         kept = snapshot.seen(self.state_dir)  # issue 16: lost steps (read before the store)
         if kept and snapshot.ahead(kept, snapshot.last_seq(self._c)):
             raise Unusable("the hook snapshot is ahead of the store: the engine reports it")
+        path = os.path.join(self.state_dir, snapshot.FILE_NAME)
+        try:
+            handle = open(path, "rb")  # noqa: SIM115  (closed below, after fstat and read)
+        except OSError:
+            raise Unusable("no hook snapshot: the engine's path writes it") from None
+        with handle:
+            clock = snapshot_clock.read(self._c)
+            stat = os.fstat(handle.fileno())
+            key = snapshot_clock.file_key(stat)
+            if clock is not None and clock.vouches_for_file(key):
+                return
+            current = handle.read()
+        digest = canon.sha256_hex(current)
+        settled = key if snapshot_clock.settled(stat) else None
+        if clock is not None and clock.vouches_for(digest):
+            if settled is not None:
+                self._checked = (clock, digest, settled)
+            return
         try:
             text = snapshot.file_text(self._c, self.loads)
         except (ValueError, TypeError) as exc:
             raise Unusable(f"the hook snapshot cannot be built: {exc}") from None
-        path = os.path.join(self.state_dir, snapshot.FILE_NAME)
         try:
-            with open(path, encoding="utf-8") as handle:
-                current: str | None = handle.read()
-        except (OSError, UnicodeDecodeError):
-            current = None
-        if current == text:
-            return
-        if current is not None:
+            equal = current.decode("utf-8") == text
+        except UnicodeDecodeError:
+            equal = False
+        if not equal:
             raise Unusable("the hook snapshot differs from the store")
-        raise Unusable("no hook snapshot: the engine's path writes it")
+        if clock is not None:
+            self._checked = (clock, digest, settled)
 
     # -- writes ------------------------------------------------------------------------------
 

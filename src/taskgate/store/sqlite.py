@@ -18,7 +18,7 @@ from taskgate import failpoints
 from taskgate.dataclass_lite import field_names
 from taskgate.errors import SchemaDamaged, from_sqlite_error
 from taskgate.fsutil import atomic_write
-from taskgate.store import canon, snapshot
+from taskgate.store import canon, snapshot, snapshot_clock
 from taskgate.store.base import Conflict, Store, StoreCorrupt, TaskSummary, Tx
 from taskgate.store.records import (
     GENESIS_HASH,
@@ -489,6 +489,7 @@ class SqliteStore(Store):
                     "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
                     (name, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")),
                 )
+            snapshot_clock.install(c)  # the hooks' snapshot check (issue 18): bookkeeping
             c.execute("COMMIT")
         except BaseException:
             c.execute("ROLLBACK")

@@ -1,0 +1,354 @@
+"""The third pass on PostToolUse and SessionStart (issue 18): `_sqlite3` loaded without
+functools, and the snapshot check answered by the store's snapshot clock
+(store/snapshot_clock.py) instead of every task. Each fast path is compared with the path it
+stands for, and the changes made around taskgate that the full comparison finds are still
+found (R-LCK-09), through the real hook command."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Repo, edit_store
+from flow import copy_repo, implementation_template
+from taskgate.store import snapshot, snapshot_clock
+from test_hooks_dispatch import TASK, context, fixture, hook
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with implementation_template(tmp_path_factory, "fast", TASK, second=True) as repo:
+        yield repo.path
+
+
+@pytest.fixture
+def impl(template: Path, tmp_path: Path) -> Repo:
+    return copy_repo(template, tmp_path / "repo")
+
+
+def _db(repo: Repo) -> Path:
+    return repo.path / ".taskgate" / "state.db"
+
+
+def clock_row(repo: Repo) -> tuple[Any, ...]:
+    with sqlite3.connect(_db(repo)) as db:
+        row = db.execute(
+            "SELECT seq, checked_seq, checked_schema, checked_sha256 FROM snapshot_clock"
+        ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def events(repo: Repo, task: str = TASK) -> list[tuple[str, str]]:
+    with sqlite3.connect(_db(repo)) as db:
+        rows = db.execute("SELECT kind, payload FROM events WHERE task = ? ORDER BY seq", (task,))
+        return [(str(k), str(p)) for k, p in rows]
+
+
+def dump(repo: Repo, *paths: Path) -> list[str]:
+    """Every row of the store but the clock's record of the last full check, the repository's
+    path as "R" and the event hashes (of payloads that hold the path) as "H"."""
+    with sqlite3.connect(_db(repo)) as db:
+        db.execute("UPDATE snapshot_clock SET checked_seq = NULL, checked_schema = NULL, "
+                   "checked_sha256 = NULL, checked_file = NULL")  # fmt: skip
+        lines = list(db.iterdump())
+        db.rollback()
+    for path in paths:
+        lines = [line.replace(str(path), "R") for line in lines]
+    return [re.sub("'[0-9a-f]{64}'", "'H'", line) for line in lines]
+
+
+def post_edit(repo: Repo, name: str = "notes.md") -> dict[str, Any]:
+    target = repo.worktree(TASK) / name
+    return fixture("post_tool_use_write", repo, tool_input={"file_path": str(target)})
+
+
+def vouched(repo: Repo) -> bool:
+    seq, checked_seq, _, checked = clock_row(repo)
+    path = repo.path / ".taskgate" / snapshot.FILE_NAME
+    from taskgate.store.canon import sha256_hex
+
+    return seq == checked_seq and checked == sha256_hex(path.read_bytes())
+
+
+# -- _sqlite3 without functools --------------------------------------------------------------
+
+
+def test_sqlite_module_is_loaded_without_functools_and_caches_like_it() -> None:
+    """The stand-in's statement cache is functools.lru_cache's own C wrapper: same type, same
+    hits and evictions; the process gets the real functools afterwards."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(SRC)!r})
+from taskgate.store import hook_tx
+m = hook_tx.sqlite_module()
+assert "functools" not in sys.modules and "collections" not in sys.modules, sorted(sys.modules)
+conn = m.connect(":memory:", isolation_level=None, cached_statements=2)
+for i in range(300):  # distinct statements evict, repeated ones hit
+    assert conn.execute(f"SELECT {{i % 7}}").fetchone() == (i % 7,)
+calls = []
+def probe(x):
+    calls.append(x)
+    return x
+mine = hook_tx._lru_cache(2)(probe)
+for x in (1, 2, 1, 3, 1, 2, 3, 3):
+    mine(x)
+import functools
+theirs = functools.lru_cache(2)(probe)
+assert type(mine) is type(theirs), (type(mine), type(theirs))
+seen, calls[:] = list(calls), []
+for x in (1, 2, 1, 3, 1, 2, 3, 3):
+    theirs(x)
+assert calls == seen, (calls, seen)
+assert hasattr(functools, "reduce") and "collections" in sys.modules
+assert hook_tx.sqlite_module() is m
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+# -- the snapshot clock ----------------------------------------------------------------------
+
+
+def test_the_clock_moves_with_what_the_snapshot_holds_and_nothing_else(impl: Repo) -> None:
+    seq = clock_row(impl)[0]
+    edit_store(impl, "UPDATE tasks SET updated_at = 'x', seq = seq + 1 WHERE name = ?", TASK)
+    edit_store(impl, "INSERT INTO events (task, at, kind, payload, prev_hash, hash) "
+               "VALUES (?, 'a', 'tool_usage', '{}', 'p', 'h')", TASK)  # fmt: skip
+    assert clock_row(impl)[0] == seq  # what the hook's own writes change: not the snapshot's
+    for statement in (
+        "UPDATE tasks SET state = 'VALIDATION' WHERE name = ?",
+        "UPDATE tasks SET required_agents = '[]' WHERE name = ?",
+        "UPDATE tasks SET lock_released_at = 'now' WHERE name = ?",
+        "UPDATE approvals SET revoked_at = 'now' WHERE task = ?",
+        "INSERT INTO events (task, at, kind, payload, prev_hash, hash) "
+        "VALUES (?, 'a', 'validation', '{}', 'p', 'h')",
+        "DELETE FROM events WHERE task = ? AND kind = 'tool_usage'",
+    ):
+        edit_store(impl, statement, TASK)
+        now = clock_row(impl)[0]
+        assert now > seq, statement
+        seq = now
+
+
+def test_post_tool_use_records_the_check_and_the_next_one_trusts_it(impl: Repo) -> None:
+    """The first PostToolUse compares every task and records what it found; the next one is
+    answered by the clock. Both leave the store as the full comparison does."""
+    assert clock_row(impl)[1:] == (None, None, None)
+    assert hook(impl, post_edit(impl, "a.md")).out == ""
+    assert vouched(impl)
+    full = copy_repo(impl.path, impl.path.parent / "full")
+    edit_store(full, "UPDATE snapshot_clock SET checked_sha256 = 'none'")  # compare all
+    for repo in (impl, full):
+        run = hook(repo, post_edit(repo, "b.md"), env={"TASKGATE_FAKE_NOW": "2026-01-02T03:04:05Z"})
+        assert (run.code, run.out) == (0, ""), run.err
+    assert vouched(impl) and vouched(full)
+    assert dump(impl, impl.path) == dump(full, full.path, impl.path)
+    assert [k for k, _ in events(impl)][-2:] == ["tool_usage", "tool_usage"]
+
+
+def test_the_engine_path_records_the_same_events(impl: Repo) -> None:
+    """With no snapshot the hook takes the engine's path (it writes one): the events it
+    records are the ones the clock-checked fast path records."""
+    engine = copy_repo(impl.path, impl.path.parent / "engine")
+    hook(impl, post_edit(impl, "warm.md"))
+    hook(engine, post_edit(engine, "warm.md"))
+    (engine.path / ".taskgate" / snapshot.FILE_NAME).unlink()
+    assert vouched(impl)
+    for repo in (impl, engine):
+        hook(repo, post_edit(repo, "c.md"), env={"TASKGATE_FAKE_NOW": "2026-01-02T03:04:05Z"})
+    mine = [(k, p.replace(str(impl.path), "R")) for k, p in events(impl)]
+    theirs = [(k, p.replace(str(engine.path), "R")) for k, p in events(engine)]
+    assert mine == theirs
+
+
+def _forge(repo: Repo) -> None:
+    """The snapshot rewritten so the main agent may edit (VALIDATION, C-27), its format kept."""
+    path = repo.path / ".taskgate" / snapshot.FILE_NAME
+    from taskgate.hooks.jsonio import loads
+
+    data = snapshot.parse(path.read_text(), loads)
+    assert data is not None
+    for t in data["tasks"]:
+        if t["name"] == TASK:
+            t.update(state="VALIDATION", main_may_fix=True)
+    path.write_text(snapshot.render(data))
+
+
+def _reported(repo: Repo, event: str) -> None:
+    """The event's answer reports R-LCK-09 and the snapshot equals the store again."""
+    data = post_edit(repo) if event == "PostToolUse" else fixture(
+        "session_start", repo, session_id="fresh-session", source="startup"
+    )  # fmt: skip
+    text = context(hook(repo, data), event)
+    assert "[R-LCK-09]" in text and "changed outside taskgate" in text, text
+    from taskgate.hooks.jsonio import loads
+
+    with sqlite3.connect(_db(repo)) as db:
+        store = snapshot.collect(db, loads)
+    on_disk = (repo.path / ".taskgate" / snapshot.FILE_NAME).read_text()
+    assert snapshot.parse(on_disk, loads) == store
+
+
+@pytest.mark.parametrize("event", ["PostToolUse", "SessionStart"])
+def test_a_forged_snapshot_is_found_while_the_clock_vouches_for_the_old_one(
+    impl: Repo, event: str
+) -> None:
+    hook(impl, post_edit(impl, "warm.md"))
+    assert vouched(impl)
+    _forge(impl)
+    _reported(impl, event)
+    if event == "PostToolUse":
+        assert "snapshot_mismatch" in [k for k, _ in events(impl)]
+
+
+@pytest.mark.parametrize("event", ["PostToolUse", "SessionStart"])
+def test_a_store_row_changed_around_taskgate_is_found(impl: Repo, event: str) -> None:
+    hook(impl, post_edit(impl, "warm.md"))
+    assert vouched(impl)
+    edit_store(impl, "UPDATE tasks SET state = 'VALIDATION' WHERE name = ?", TASK)
+    _reported(impl, event)
+
+
+def test_a_change_with_the_clock_switched_off_is_found(impl: Repo) -> None:
+    """Dropping a trigger moves the schema version the check was recorded at."""
+    hook(impl, post_edit(impl, "warm.md"))
+    assert vouched(impl)
+    edit_store(impl, "DROP TRIGGER snapshot_clock_tasks_update")
+    edit_store(impl, "UPDATE tasks SET state = 'VALIDATION' WHERE name = ?", TASK)
+    _reported(impl, "PostToolUse")
+
+
+def test_the_check_skips_the_tasks_only_where_the_clock_vouches(
+    impl: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process: with the record fresh, the tasks are not read (file_text is never
+    called); with the store changed, they are, and a difference is Unusable."""
+    from taskgate.store import hook_tx
+
+    hook(impl, post_edit(impl, "warm.md"))
+    state_dir = str(impl.path / ".taskgate")
+    calls: list[int] = []
+    real = snapshot.file_text
+
+    def counted(*args: Any) -> str:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(snapshot, "file_text", counted)
+    with hook_tx.HookTx(state_dir) as tx:
+        tx.check_snapshot()
+    assert calls == []
+    edit_store(impl, "UPDATE tasks SET required_agents = '[\"quality\"]' WHERE name = ?", TASK)
+    with hook_tx.HookTx(state_dir) as tx, pytest.raises(hook_tx.Unusable, match="differs"):
+        tx.check_snapshot()
+    assert calls == [1]
+
+
+def test_a_store_without_the_clock_compares_everything(impl: Repo) -> None:
+    """A store last opened by an older taskgate has no clock row: the full comparison."""
+    edit_store(impl, "DROP TABLE snapshot_clock")
+    for name, _, _ in snapshot_clock._TRIGGERS:
+        edit_store(impl, f"DROP TRIGGER IF EXISTS snapshot_clock_{name}")
+    from taskgate.store import hook_tx
+
+    with hook_tx.HookTx(str(impl.path / ".taskgate")) as tx:
+        tx.check_snapshot()
+        assert tx._checked is None
+    assert hook(impl, post_edit(impl)).out == ""
+    edit_store(impl, "UPDATE tasks SET state = 'VALIDATION' WHERE name = ?", TASK)
+    _reported(impl, "PostToolUse")
+
+
+def test_the_hooks_load_neither_functools_nor_collections(impl: Repo) -> None:
+    """The installed PostToolUse and SessionStart commands, as Claude Code runs them."""
+    import os
+    import shlex
+
+    from taskgate.hooks.install import default_program
+
+    argv = shlex.split(default_program())
+    for data in (
+        post_edit(impl),
+        fixture("session_start", impl, session_id="new", source="startup"),
+    ):
+        proc = subprocess.run(
+            [argv[0], "-X", "importtime", *argv[1:], data["hook_event_name"]],
+            cwd=impl.path, input=json.dumps(data), capture_output=True, text=True, check=True,
+            env={**os.environ, "TASKGATE_DEBUG": "1"},
+        )  # fmt: skip
+        loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+        assert "_sqlite3" in loaded and "taskgate.hooks.quick" in loaded
+        assert not {"functools", "collections"} & loaded, data["hook_event_name"]
+
+
+def _check(repo: Repo) -> None:
+    """One PostToolUse-like transaction: the check, committed with what it records."""
+    from taskgate.store import hook_tx
+
+    with hook_tx.HookTx(str(repo.path / ".taskgate")) as tx:
+        tx.check_snapshot()
+        tx.commit()
+
+
+def test_a_settled_file_is_vouched_for_by_its_key_and_an_edit_in_place_is_not(
+    impl: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once its key is recorded the file is not even read; a write in place of the same
+    size, its mtime put back, still changes the ctime: hashed, compared, found."""
+    import os
+    import time
+
+    from taskgate.store import canon, hook_tx
+
+    monkeypatch.setattr(snapshot_clock, "SETTLED_NS", 0)  # the test's file is seconds old
+    _check(impl)
+    path = impl.path / ".taskgate" / snapshot.FILE_NAME
+    with sqlite3.connect(_db(impl)) as db:
+        (key,) = db.execute("SELECT checked_file FROM snapshot_clock").fetchone()
+    assert key == snapshot_clock.file_key(path.stat())
+    hashed: list[int] = []
+    real = canon.sha256_hex
+    monkeypatch.setattr(canon, "sha256_hex", lambda data: hashed.append(1) or real(data))
+    _check(impl)
+    assert hashed == []
+    time.sleep(0.05)  # past the file system's timestamp tick
+    before = path.stat()
+    text = path.read_bytes()
+    at = text.index(b"IMPLEMENTATION")
+    with open(path, "r+b") as handle:
+        handle.seek(at)
+        handle.write(b"VALIDATION\t\t\t\t")  # as long as IMPLEMENTATION
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        before.st_ino, before.st_size, before.st_mtime_ns
+    )  # fmt: skip
+    with pytest.raises(hook_tx.Unusable, match="differs"):
+        _check(impl)
+    assert hashed == [1]
+
+
+def test_a_recent_file_is_hashed_every_time(impl: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file changed less than SETTLED_NS ago gets no key: a later write could keep it."""
+    from taskgate.store import canon
+
+    _check(impl)
+    with sqlite3.connect(_db(impl)) as db:
+        assert db.execute("SELECT checked_file FROM snapshot_clock").fetchone() == (None,)
+    hashed: list[int] = []
+    real = canon.sha256_hex
+    monkeypatch.setattr(canon, "sha256_hex", lambda data: hashed.append(1) or real(data))
+    _check(impl)
+    assert hashed == [1]
