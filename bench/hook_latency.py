@@ -11,12 +11,14 @@ Also (issue 18): PreToolUse answered over HTTP by a warm `taskgate serve` (the e
 interleaved in the same run.
 
 Also (issue 18): the engine-path command hooks (PostToolUse after an Edit, UserPromptSubmit,
-SessionStart) in their usual and their engine cases (--engine-only), and the command hooks with
-N more tasks in the store (--scale N).
+SessionStart) in their usual and their engine cases (--engine-only), then the floor of a
+prompt that is recorded and anchored, and the command hooks with N more tasks in the store
+(--scale N).
 
 With `--against DIR` (a checkout of another version, e.g. `git worktree add /tmp/before main`),
-the --engine-only and --scale tables add that tree's PostToolUse after an Edit and SessionStart
-rows ("before: ..."), interleaved in the same rounds on the same store.
+the --engine-only and --scale tables add that tree's PostToolUse after an Edit, SessionStart
+and UserPromptSubmit (holding a task) rows ("before: ..."), interleaved in the same rounds on
+the same store.
 
 Run: python bench/hook_latency.py [rounds] [--pre-only] [--effects-only] [--http-only]
      [--engine-only] [--scale N] [--against DIR]
@@ -127,7 +129,9 @@ def inputs(repo: Path) -> dict[str, str]:
 # Rows a --against tree also runs (issue 18, third pass: the hooks without the engine).
 COMPARED = ("PostToolUse after an Edit (recorded, no engine)",
             "PostToolUse after that Edit (recorded, no engine)",
-            "SessionStart (startup, new session)")  # fmt: skip
+            "SessionStart (startup, new session)",
+            "UserPromptSubmit, holding a task (engine: recorded)",
+            "SessionStart (resume, holding a task: engine)")  # fmt: skip
 
 
 def against() -> Path | None:
@@ -274,6 +278,8 @@ def engine_hooks(rounds: int) -> None:
             "UserPromptSubmit",
             {**fresh, "prompt": "what is the status?"},
         ),
+        # Recorded as an interruption and anchored in git, since issue 18's third pass
+        # without the engine (hooks/prompt.py); the row kept its name.
         "UserPromptSubmit, holding a task (engine: recorded)": (
             "UserPromptSubmit",
             {**base, "prompt": "what is the status?"},
@@ -321,6 +327,66 @@ def engine_hooks(rounds: int) -> None:
     if tree is not None:
         print(f"before: {tree / 'src' / 'taskgate' / 'hooks' / 'launch.py'}")
     _print_rows(rows, 60 if tree is not None else 52)
+    prompt_floor(rounds, repo)
+
+
+# What a prompt that is recorded and anchored cannot do without (issue 18, docs/benchmarks.md):
+# a bare `python3 -S`, the classifier's regex engine (`re`), `_sqlite3`, one durable commit
+# (synchronous=FULL, one event) and the anchor's git processes; run by path and ended with
+# os._exit like the hook. DB, REPO and GIT_CMDS are set per row.
+_FLOOR = """
+import os, sys
+import re, _sqlite3
+text = sys.stdin.read()
+re.compile(r"\\b(?:what|how|why|explain|clarify)\\b").search(text.casefold())
+c = _sqlite3.connect(DB, isolation_level=None)
+c.execute("PRAGMA synchronous=FULL")
+c.execute("BEGIN IMMEDIATE")
+c.execute("INSERT INTO events (payload) VALUES (?)", (text,))
+c.execute("COMMIT")
+for args in GIT_CMDS:
+    pid = os.posix_spawnp("git", ["git", "-C", REPO, *args], dict(os.environ))
+    os.waitpid(pid, 0)
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
+def prompt_floor(rounds: int, repo: Path) -> None:
+    """The floor of a prompt recorded and anchored, as ratios to `python3 -c pass`."""
+    import sqlite3
+    import tempfile
+
+    scratch = Path(tempfile.mkdtemp(prefix="taskgate-floor-"))
+    db = scratch / "floor.db"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE events (seq INTEGER PRIMARY KEY, payload TEXT)")
+    conn.commit()
+    conn.close()
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # fmt: skip
+    update = ["update-ref", "refs/taskgate/floor", head]
+    commit = ["commit-tree", "4b825dc642cb6eb9a060e54bf8d69288fbee4904", "-m", "floor"]
+    cases = {
+        "python3 -c pass": [sys.executable, "-c", "pass"],
+        "python3 -S -c pass": [sys.executable, "-S", "-c", "pass"],
+        "python3 -S -c 'import re, _sqlite3'": [sys.executable, "-S", "-c", "import re, _sqlite3"],
+    }
+    for label, cmds in (("no git", []), ("1 git process", [update]),
+                        ("2 git processes", [commit, update])):  # fmt: skip
+        path = scratch / f"floor-{len(cmds)}.py"
+        path.write_text(f"DB = {str(db)!r}\nREPO = {str(repo)!r}\nGIT_CMDS = {cmds!r}\n" + _FLOOR)
+        cases[f"floor: python3 -S, re, _sqlite3, a commit, {label}"] = [
+            sys.executable, "-S", str(path),
+        ]  # fmt: skip
+    rows: dict[str, list[float]] = {name: [] for name in cases}
+    CPU.clear()
+    for _ in range(rounds):
+        for name, cmd in cases.items():
+            rows[name].append(timed_cpu(name, cmd, repo, "what is the status?"))
+    print(f"the floor of a prompt recorded and anchored, {rounds} rounds, {_load()}")
+    _print_rows(rows, 60)
 
 
 def _post(port: int, event: str, body: str, secret: str, conn: object = None) -> float:

@@ -13,12 +13,16 @@ fails the checkpoint (the step is already committed); `audit` says the anchor is
 
 from __future__ import annotations
 
-from taskgate.engine.core import Engine
-from taskgate.engine.workspace import Workspace
-from taskgate.errors import GitError
-from taskgate.git.cmd import git
-from taskgate.protocol import audit_records as ar
-from taskgate.store.records import TaskSnapshot
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from taskgate.engine.core import Engine
+    from taskgate.engine.workspace import Workspace
+    from taskgate.protocol import audit_records as ar
+    from taskgate.store.records import TaskSnapshot
 
 REF_PREFIX = "refs/taskgate/audit/"
 _MAGIC = "taskgate audit anchor"
@@ -27,6 +31,8 @@ _EMPTY_TREE = {
     "sha1": "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
     "sha256": "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321",
 }
+_FORMAT_OF = {40: "sha1", 64: "sha256"}  # an object id's length names its format
+_HEX = frozenset("0123456789abcdef")
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "taskgate",
     "GIT_AUTHOR_EMAIL": "taskgate@localhost",
@@ -46,26 +52,107 @@ def anchor(engine: Engine, task: str) -> None:
     if snap is None or not snap.events:
         return
     last = snap.events[-1]
-    text = f"{_MAGIC}\n\ntask {task}\nseq {last.seq}\nhash {last.hash}\nat {last.at}\n"
-    repo = engine.ws.repo
+    write(engine.ws.repo, engine.ws.common_dir, task, last.seq, last.hash, last.at)
+
+
+def write(repo: str | Path, common_dir: str | Path, task: str, seq: int, digest: str,
+          at: str) -> bool:  # fmt: skip
+    """Anchor event `seq` (its `digest`, recorded `at`) of `task`: a commit on the task's
+    anchor ref, moved by compare-and-swap from the parent it names. False when git refused
+    (the step is committed all the same; audit reports the stale or missing anchor).
+
+    Two git processes in the usual case (issue 18): the ref's current value is read from its
+    loose file when it has one (what `git rev-parse` would print: a loose ref wins over
+    packed-refs), and `rev-parse` runs only for the first anchor, a packed ref or a reftable
+    repository. `commit-tree -p` refuses a parent that is no commit, `update-ref` one that
+    moved since it was read: the same outcome as reading it with `rev-parse ...^{commit}`."""
+    text = f"{_MAGIC}\n\ntask {task}\nseq {seq}\nhash {digest}\nat {at}\n"
     name = ref(task)
-    try:
-        out = git("rev-parse", "--show-object-format", "-q", "--verify", f"{name}^{{commit}}",
-                  cwd=repo, check=False).stdout.split()  # fmt: skip
-        parent = out[1] if len(out) > 1 else ""
-        tree = _EMPTY_TREE.get(out[0] if out else "", "")
+    repo = str(repo)
+    parent = _loose_ref(str(common_dir), name)
+    if parent:
+        tree = _EMPTY_TREE[_FORMAT_OF[len(parent)]]
+    else:
+        code, out = _git(["rev-parse", "--show-object-format", "-q", "--verify",
+                          f"{name}^{{commit}}"], repo)  # fmt: skip
+        fields = out.split()
+        parent = fields[1] if len(fields) > 1 else ""
+        tree = _EMPTY_TREE.get(fields[0] if fields else "", "")
         if not parent or not tree:  # the first anchor writes the (empty) tree it uses
-            tree = git("mktree", stdin="", cwd=repo).stdout.strip()
-        cmd = ["commit-tree", tree, "-m", text, *(["-p", parent] if parent else [])]
-        commit = git(*cmd, cwd=repo, env=_IDENTITY).stdout.strip()
-        message = f"taskgate: audit anchor #{last.seq}"
-        git("update-ref", "-m", message, name, commit, parent, cwd=repo)  # compare-and-swap
-    except GitError:
-        pass  # the step is committed; audit reports the stale or missing anchor
+            code, out = _git(["mktree"], repo, stdin=b"")
+            if code:
+                return False
+            tree = out.strip()
+    cmd = ["commit-tree", tree, "-m", text, *(["-p", parent] if parent else [])]
+    code, out = _git(cmd, repo, _IDENTITY)
+    if code:
+        return False
+    message = f"taskgate: audit anchor #{seq}"
+    code, _ = _git(["update-ref", "-m", message, name, out.strip(), parent], repo)  # CAS
+    return code == 0
+
+
+def _loose_ref(common_dir: str, name: str) -> str:
+    """The object id a loose ref file holds ('' when there is none or it holds anything
+    else: a symbolic ref, a reftable repository's placeholder)."""
+    if os.path.isdir(os.path.join(common_dir, "reftable")):
+        return ""  # refs/ there is a placeholder, never the refs (git's reftable backend)
+    try:
+        with open(os.path.join(common_dir, name), "rb") as handle:
+            raw = handle.read(80)
+    except OSError:
+        return ""
+    value = raw.decode("ascii", "replace").strip()
+    return value if len(value) in _FORMAT_OF and _HEX.issuperset(value) else ""
+
+
+def _git(args: list[str], repo: str, extra: dict[str, str] | None = None,
+         stdin: bytes | None = None) -> tuple[int, str]:  # fmt: skip
+    """(exit code, stdout) of `git args` in `repo`, in the environment taskgate.git.cmd.git
+    gives every git command (no inherited GIT_*, LC_ALL=C, no prompts).
+
+    Started with `os.posix_spawnp` like hooks/effects.run_git: the prompt hook anchors every
+    prompt of a session holding a task, and importing subprocess (locale, threading,
+    selectors, signal) costs that process more than the two git commands (issue 18)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update({"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}, **(extra or {}))
+    out_r, out_w = os.pipe()
+    in_r, in_w = os.pipe() if stdin is not None else (-1, -1)
+    actions: list[tuple[object, ...]] = [
+        (os.POSIX_SPAWN_DUP2, out_w, 1),
+        (os.POSIX_SPAWN_CLOSE, out_r),
+        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+    ]
+    if stdin is not None:
+        actions += [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_CLOSE, in_w)]
+    else:
+        actions.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0))
+    try:
+        pid = os.posix_spawnp("git", ["git", "-C", repo, *args], env, file_actions=actions)
+    except OSError:
+        for fd in (out_r, out_w, in_r, in_w):
+            if fd >= 0:
+                os.close(fd)
+        return 127, ""
+    os.close(out_w)
+    if stdin is not None:
+        os.close(in_r)
+        try:
+            os.write(in_w, stdin)
+        finally:
+            os.close(in_w)
+    chunks = []
+    while chunk := os.read(out_r, 1 << 16):
+        chunks.append(chunk)
+    os.close(out_r)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode("utf-8", "replace")
 
 
 def read_anchor(ws: Workspace, task: str) -> tuple[int, str] | None:
     """(seq, hash) the task's anchor names, None when there is none or it does not parse."""
+    from taskgate.git.cmd import git
+
     out = git("log", "-1", "--format=%B", ref(task), "--", cwd=ws.repo, check=False)
     if not out.ok or not out.stdout.startswith(_MAGIC):
         return None
@@ -78,6 +165,8 @@ def read_anchor(ws: Workspace, task: str) -> tuple[int, str] | None:
 
 def check_anchor(ws: Workspace, snap: TaskSnapshot) -> ar.CheckResult:
     """The store's trail contains the event anchored in git at the last checkpoint."""
+    from taskgate.protocol import audit_records as ar
+
     task = snap.task.name
     found: list[ar.Finding] = []
     notes: list[str] = []

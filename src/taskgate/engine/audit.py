@@ -284,7 +284,8 @@ def chain_findings(name: str, events: Sequence[EventRow]) -> list[ar.Finding]:
 # rendered lazily, by the next command that reads the task, not edited. Any other difference
 # is still reported.
 _LAZY = {
-    "task.json": frozenset({"_events", "updated_at"}),
+    # interruptions: the prompt hook's (hooks/prompt.py) appends, a prefix like tool_usage.
+    "task.json": frozenset({"_events", "updated_at", "interruptions"}),
     "audit-trail.json": frozenset({"events", "chain_head", "tool_usage", "store_record"}),
 }
 
@@ -305,7 +306,7 @@ def _lazily_stale(name: str, view: dict[str, Any], expected: dict[str, Any]) -> 
             continue
         if key not in lazy:
             return False
-        if key == "tool_usage" and not (
+        if key in ("tool_usage", "interruptions") and not (
             isinstance(was, list) and isinstance(wanted, list) and wanted[: len(was)] == was
         ):
             return False

@@ -30,7 +30,14 @@ from taskgate.engine.flow import TransitionResult, apply_transition, refuse_if
 from taskgate.errors import Refused, UsageError
 from taskgate.protocol import transitions
 from taskgate.protocol.facts import TaskFacts
-from taskgate.protocol.messages import Checkpoint, MessageClass, MessageKind, classify_message
+from taskgate.protocol.messages import (
+    AT_WORK,
+    WAITS_FOR,
+    Checkpoint,
+    MessageClass,
+    MessageKind,
+    judge,
+)
 from taskgate.protocol.states import State
 from taskgate.protocol.violations import Violation
 from taskgate.store.base import Tx
@@ -38,7 +45,6 @@ from taskgate.store.records import ApprovalRow, TaskSnapshot
 
 MAX_MESSAGE_CHARS = 100_000
 _KIND_OF = {Checkpoint.PLAN: "plan", Checkpoint.CHANGES: "changes"}
-_WAITS_FOR = {State.SYNTHESIS: Checkpoint.PLAN, State.AWAITING_USER_APPROVAL: Checkpoint.CHANGES}
 _REASON_CHARS = 200  # the transition reason quotes the start of the request
 
 
@@ -131,24 +137,13 @@ def record_human_message(
             if shown is not None and sent_at < shown.at:
                 checkpoint = Checkpoint.NONE
                 note = "sent before the presentation, so it is no reply to it (R-CKP-04)"
-        verdict = classify_message(text, state=state, checkpoint=checkpoint)
-        waiting = _WAITS_FOR.get(state)
+        waiting = WAITS_FOR.get(state)
         if change_request:
             verdict = _explicit_request(text)
             checkpoint = waiting or Checkpoint.NONE
-        elif state in _AT_WORK and verdict.kind is not MessageKind.RESUMPTION:
-            # Mid-work words are judged like words at the change review (issue 17): a change
-            # request reaches the agents now instead of being logged as an interruption.
-            early = classify_message(text, state=None, checkpoint=Checkpoint.CHANGES)
-            if early.kind is MessageKind.CHANGE_REQUEST:
-                verdict = early
-        if checkpoint is Checkpoint.NONE and waiting is not None:
-            # R-CKP-04 holds back approvals only: a change request needs no presentation to
-            # count (R-INT-11), e.g. the person read the diff before the agent presented it.
-            early = classify_message(text, state=state, checkpoint=waiting)
-            if early.kind is MessageKind.CHANGE_REQUEST:
-                verdict, checkpoint = early, waiting
-            elif early.kind is MessageKind.APPROVAL and not note:
+        else:
+            verdict, checkpoint, unpresented = judge(text, state=state, checkpoint=checkpoint)
+            if unpresented and not note and waiting is not None:
                 note = (
                     f"not counted as an approval: the {_KIND_OF[waiting]} has not been presented "
                     f"since it last changed (R-CKP-04); run 'taskgate present {task}' first"
@@ -377,8 +372,7 @@ class _Said:
             )
 
 
-_AT_WORK = (State.IMPLEMENTATION, State.VALIDATION, State.REVIEW)
-_ACCEPTS_REQUESTS = (State.CLASSIFIED, State.REQUIREMENTS, *_AT_WORK)
+_ACCEPTS_REQUESTS = (State.CLASSIFIED, State.REQUIREMENTS, *AT_WORK)
 
 
 def _explicit_request(text: str) -> MessageClass:

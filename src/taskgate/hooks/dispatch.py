@@ -312,6 +312,11 @@ def user_prompt_submit(data: dict[str, Any]) -> dict[str, Any] | None:
 
     if holds_no_task(data):
         return None  # nothing to record: answered without the engine (issue 18)
+    from taskgate.hooks.prompt import record
+
+    text = record(data, prompt)  # an interruption: recorded and anchored without the engine
+    if text is not None:
+        return _context_output("UserPromptSubmit", text) if text else None
     from taskgate.hooks.record import handle_prompt
 
     text = _on_owned_task(data, lambda engine, task: handle_prompt(engine, task, prompt))

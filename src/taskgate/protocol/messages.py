@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
-from typing import cast
 
 from taskgate.protocol.states import Checkpoint as Checkpoint
 from taskgate.protocol.states import State
+
+# No dataclasses and no typing at run time (issue 18): every prompt of a session holding a task
+# imports this module in the hook process, and those two cost about 12 ms of a 7 ms start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class _LazyPattern:
@@ -29,7 +33,8 @@ class _LazyPattern:
 
 
 def _compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    return cast("re.Pattern[str]", _LazyPattern(pattern, flags))
+    lazy: Any = _LazyPattern(pattern, flags)
+    return lazy  # type: ignore[no-any-return]
 
 
 class MessageKind(StrEnum):
@@ -46,15 +51,53 @@ class MessageKind(StrEnum):
     AMBIGUOUS = "AMBIGUOUS"
 
 
-@dataclass(frozen=True)
 class MessageClass:
-    """The verdict on one message: its kind, why, the words that decided it, and the reply."""
+    """The verdict on one message: its kind, why, the words that decided it, and the reply.
+    Immutable, compared and hashed by value (what a frozen dataclass gave, without importing
+    dataclasses)."""
 
+    __slots__ = ("feedback", "kind", "matched", "reason", "response")
     kind: MessageKind
     reason: str
     matched: tuple[str, ...]
     response: str
-    feedback: str = ""
+    feedback: str
+
+    def __init__(
+        self,
+        kind: MessageKind,
+        reason: str,
+        matched: tuple[str, ...],
+        response: str,
+        feedback: str = "",
+    ) -> None:
+        for name, value in (("kind", kind), ("reason", reason), ("matched", matched),
+                            ("response", response), ("feedback", feedback)):  # fmt: skip
+            object.__setattr__(self, name, value)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.kind, self.reason, self.matched, self.response, self.feedback)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: MessageClass is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: MessageClass is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, MessageClass)
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageClass(kind={self.kind!r}, reason={self.reason!r}, matched={self.matched!r}, "
+            f"response={self.response!r}, feedback={self.feedback!r})"
+        )
 
     @property
     def keeps_state(self) -> bool:
@@ -399,3 +442,38 @@ def _response(
     waiting = f"; still waiting for your approval of the {what}" if what else ""
     label = _LABEL.get(kind, "Not approved" if reason.startswith("declined") else "No action taken")
     return f"{label}: {remains}{waiting} (R-INT-06)."
+
+
+# A person's message in context (engine/conversation.record_human_message and the prompt hook's
+# path without the engine, hooks/prompt.py, both judge with this one function).
+WAITS_FOR = MappingProxyType(
+    {State.SYNTHESIS: Checkpoint.PLAN, State.AWAITING_USER_APPROVAL: Checkpoint.CHANGES}
+)
+AT_WORK = (State.IMPLEMENTATION, State.VALIDATION, State.REVIEW)
+
+
+def judge(
+    text: str, *, state: State, checkpoint: Checkpoint
+) -> tuple[MessageClass, Checkpoint, bool]:
+    """The verdict on a person's message about a task in `state`, `checkpoint` being the one
+    presented and pending (Checkpoint.NONE when none is): (verdict, the checkpoint it answers,
+    True when it would approve a checkpoint not presented since it last changed: R-CKP-04
+    holds that back, the caller says so)."""
+    verdict = classify_message(text, state=state, checkpoint=checkpoint)
+    waiting = WAITS_FOR.get(state)
+    if state in AT_WORK and verdict.kind is not MessageKind.RESUMPTION:
+        # Mid-work words are judged like words at the change review (issue 17): a change
+        # request reaches the agents now instead of being logged as an interruption.
+        early = classify_message(text, state=None, checkpoint=Checkpoint.CHANGES)
+        if early.kind is MessageKind.CHANGE_REQUEST:
+            verdict = early
+    unpresented = False
+    if checkpoint is Checkpoint.NONE and waiting is not None:
+        # R-CKP-04 holds back approvals only: a change request needs no presentation to
+        # count (R-INT-11), e.g. the person read the diff before the agent presented it.
+        early = classify_message(text, state=state, checkpoint=waiting)
+        if early.kind is MessageKind.CHANGE_REQUEST:
+            verdict, checkpoint = early, waiting
+        elif early.kind is MessageKind.APPROVAL:
+            unpresented = True
+    return verdict, checkpoint, unpresented
