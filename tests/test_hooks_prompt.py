@@ -322,7 +322,7 @@ def test_the_constants_agree_with_the_engine() -> None:
 @given(st.text(max_size=40))
 def test_the_message_hash_is_the_engines(text: str) -> None:
     if text:
-        assert canon._sha256(text.encode("utf-8")) == checkpoints.message_hash(text)
+        assert canon.sha256_hex(text.encode("utf-8")) == checkpoints.message_hash(text)
 
 
 # -- the anchor without rev-parse ------------------------------------------------------------

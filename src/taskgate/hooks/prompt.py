@@ -94,17 +94,12 @@ def _effects_clean(layout: Layout, session: str) -> bool:
 
 
 def _record(layout: Layout, session: str, prompt: str) -> str | None:
-    from taskgate.hooks.quick import _engine_path, _rebaseline
+    from taskgate.hooks.quick import _engine_path, _errors, _rebaseline
     from taskgate.protocol.messages import Checkpoint, MessageKind, judge
     from taskgate.protocol.states import State
     from taskgate.store import canon, hook_tx, snapshot
 
-    try:
-        import _sqlite3
-
-        errors: tuple[type[Exception], ...] = (hook_tx.Unusable, _sqlite3.Error)
-    except ImportError:  # pragma: no cover - other interpreters
-        errors = (hook_tx.Unusable,)
+    errors = _errors()
     try:
         with hook_tx.HookTx(layout.state_dir) as tx:
             conn = tx._c  # the reads this step needs beside hook_tx's own
@@ -140,7 +135,7 @@ def _record(layout: Layout, session: str, prompt: str) -> str | None:
                 "checkpoint": checkpoint.value,
                 "reason": verdict.reason,
                 "provenance": HUMAN_PROMPT,
-                "message_hash": canon._sha256(prompt.encode("utf-8")),  # checkpoints.message_hash
+                "message_hash": canon.sha256_hex(prompt.encode("utf-8")),  # = message_hash
             }
             digest = tx.append_event(name, "interruption", payload, at)
             tx.touch(name, seq, at)
