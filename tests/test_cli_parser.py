@@ -8,6 +8,9 @@ import subprocess
 import sys
 from typing import Any
 
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
 from taskgate.cli import main
 
 
@@ -79,3 +82,56 @@ def test_building_the_parser_imports_no_shutil() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# Tokens that matter to the reading without argparse: the command, values, every option of
+# `transition` and the global ones, abbreviations, "--", help, values that start with "-".
+TOKENS = [
+    "transition", "t1", "REQUIREMENTS", "", "a b", "-1", "-x y", "--reason", "--reason=",
+    "--reason=why", "--reason=-x", "--rea", "--rea=x", "--json", "--json=1", "--js", "--repo",
+    "--repo=", "--repo=/tmp/r", "--session", "--session=s2", "--sess=x", "--", "-h", "--help",
+    "-", "status", "--version",
+]  # fmt: skip
+
+
+def _argparse(argv: list[str]) -> dict[str, Any] | None:
+    from taskgate.errors import UsageError
+
+    try:
+        return vars(main._parser(main._command_of(argv)).parse_args(argv))
+    except (UsageError, SystemExit):
+        return None
+
+
+@settings(max_examples=4000, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.sampled_from(["--repo", "--repo=x", "--session", "s", "--session=s"]), max_size=3),
+    st.lists(st.sampled_from(TOKENS), max_size=7),
+)
+@example([], ["transition", "t1", "REQUIREMENTS"])
+@example(["--repo", "/tmp/r", "--session=s"], ["transition", "--json", "t1", "REQUIREMENTS"])
+@example([], ["transition", "t1", "--reason", "why", "CLASSIFIED", "--reason=again"])
+@example([], ["transition", "t1", "-1"])
+@example([], ["transition", "t1", "REQUIREMENTS", "--reason", "--json"])
+@example([], ["transition", "t1", "REQUIREMENTS", "--reason", "-1"])
+@example(["--repo"], ["--json", "transition", "t1", "REQUIREMENTS"])
+@example(["--session"], ["--", "transition", "t1", "REQUIREMENTS"])
+@example([], ["transition", "t1", "REQUIREMENTS", "--rea", "x"])
+def test_the_plain_reading_is_what_argparse_reads(front: list[str], rest: list[str]) -> None:
+    argv = front + rest
+    fast = main.simple_args(argv)
+    if fast is not None:
+        assert vars(fast) == _argparse(argv), argv
+
+
+def test_the_plain_reading_takes_the_usual_command_lines() -> None:
+    for argv in (
+        ["transition", "t1", "REQUIREMENTS"],
+        ["transition", "t1", "CLASSIFIED", "--reason", "back", "--json"],
+        ["--repo", "/tmp/r", "--session=s2", "transition", "--reason=x y", "t1", "SYNTHESIS"],
+    ):
+        fast = main.simple_args(argv)
+        assert fast is not None and vars(fast) == _argparse(argv)
+    for argv in (["transition", "t1"], ["transition", "t1", "A", "B"], ["transition", "-h"],
+                 ["transition", "t1", "A", "--rea", "x"], ["status", "t1"], []):  # fmt: skip
+        assert main.simple_args(argv) is None

@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
 import pickle
-import subprocess
-import sys
 from typing import Any, ClassVar
 
 import pytest
 
-from conftest import SRC, Repo
 from taskgate import dataclass_lite as lite
 
 
@@ -252,24 +248,3 @@ def test_the_package_records_are_lite_and_keep_their_fields() -> None:
     for cls in (records.TaskRow, records.EventRow, records.TaskSnapshot, TaskFacts, Config):
         assert "__record_spec__" in cls.__dict__, cls
         assert lite.field_names(cls) == tuple(f.name for f in dataclasses.fields(cls))
-
-
-def test_a_transition_through_the_cli_imports_no_dataclasses(repo: Repo) -> None:
-    """The point of the module (issue 18): the transition's whole command path, run for real,
-    creates its records without `dataclasses` (nor inspect, ast, dis, tokenize)."""
-    repo.ok("start", "add-login")
-    wt = repo.worktree("add-login")
-    repo.ok("classify", "add-login", cwd=wt)
-    code = (
-        "import sys\n"
-        "from taskgate.cli.main import main\n"
-        "code = main(['transition', 'add-login', 'REQUIREMENTS'])\n"
-        "print(code, sorted(m for m in ('dataclasses', 'inspect', 'ast', 'dis', 'tokenize')"
-        " if m in sys.modules))\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(SRC), "TASKGATE_SESSION": "s1"}
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=wt, env=env, capture_output=True, text=True, check=True
-    )
-    assert out.stdout.splitlines()[-1] == "0 []", out.stdout + out.stderr
-    assert "REQUIREMENTS" in repo.ok("status", "add-login", cwd=wt).out

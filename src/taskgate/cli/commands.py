@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 import json
-from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from taskgate.errors import EXIT_OK, EXIT_REFUSED, UsageError
 
+TYPE_CHECKING = False  # typing and argparse stay unimported on the command path (issue 18)
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Iterator
+    from typing import Any
+
     from taskgate.engine.core import Engine
 
 

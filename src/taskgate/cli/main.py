@@ -209,6 +209,78 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
+# Commands whose command line is read without argparse when it is plainly well formed (issue
+# 18: argparse, gettext and locale are about 2 ms of a 30 ms transition): the handler's name in
+# taskgate.cli.commands, the positionals, and the options taking one value with their defaults
+# (every such command also has --json). Anything else -- help, "--", an abbreviation, a value
+# or positional that starts with "-", a missing or extra argument -- goes to argparse.
+# tests/test_cli_parser.py checks on generated command lines that whatever is read here is
+# exactly the namespace argparse makes.
+SIMPLE_COMMANDS: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
+    "transition": ("cmd_transition", ("task", "state"), {"--reason": ""}),
+}
+
+
+def simple_args(args: Sequence[str]) -> argparse.Namespace | None:
+    """The namespace argparse would make of `args`, when a SIMPLE_COMMANDS command line is plain
+    enough to read without it; None: ask argparse."""
+    values: dict[str, Any] = {"repo": None, "session": None}
+    i, n = 0, len(args)
+    while i < n:
+        token = args[i]
+        if token in ("--repo", "--session"):
+            if i + 1 >= n or args[i + 1].startswith("-"):
+                return None
+            values[token[2:]] = args[i + 1]
+            i += 2
+        elif token.startswith(("--repo=", "--session=")):
+            key, _, value = token[2:].partition("=")
+            values[key] = value
+            i += 1
+        else:
+            break
+    if i >= n or args[i] not in SIMPLE_COMMANDS:
+        return None
+    handler_name, positional, options = SIMPLE_COMMANDS[args[i]]
+    values["command"] = args[i]
+    values["json"] = False
+    for option, default in options.items():
+        values[option[2:].replace("-", "_")] = default
+    found: list[str] = []
+    i += 1
+    while i < n:
+        token = args[i]
+        key, equals, value = token.partition("=")
+        if token == "--json":
+            values["json"] = True
+        elif token in options:
+            if i + 1 >= n or args[i + 1].startswith("-"):
+                return None
+            values[token[2:].replace("-", "_")] = args[i + 1]
+            i += 1
+        elif equals and key in options:
+            values[key[2:].replace("-", "_")] = value
+        elif token.startswith("-"):
+            return None
+        else:
+            found.append(token)
+        i += 1
+    if len(found) != len(positional):
+        return None
+    values.update(zip(positional, found, strict=True))
+    if values["repo"] is not None:
+        from pathlib import Path
+
+        values["repo"] = Path(values["repo"])
+    from types import SimpleNamespace
+
+    from taskgate.cli import commands
+
+    values["handler"] = getattr(commands, handler_name)
+    namespace: argparse.Namespace = SimpleNamespace(**values)  # type: ignore[assignment]
+    return namespace
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 done, 1 refused, 2 usage, 3 foreign, 4 human,
     5 corrupted, 6 environment (docs/faults.md), 10 internal)."""
@@ -221,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     wants_json = "--json" in args_list
     try:
-        args = _parser(_command_of(args_list)).parse_args(args_list)
+        args = simple_args(args_list) or _parser(_command_of(args_list)).parse_args(args_list)
         if not getattr(args, "handler", None):
             _parser().print_help()
             return EXIT_USAGE
