@@ -6,7 +6,6 @@ The variable is read once; with it unset, `hit()` is a dictionary lookup and not
 from __future__ import annotations
 
 import os
-import signal
 
 _ACTIVE = frozenset(filter(None, os.environ.get("TASKGATE_FAILPOINT", "").split(",")))
 
@@ -14,6 +13,8 @@ _ACTIVE = frozenset(filter(None, os.environ.get("TASKGATE_FAILPOINT", "").split(
 def hit(name: str) -> None:
     """SIGKILL this process when `name` is an active failpoint (no cleanup, like a crash)."""
     if name in _ACTIVE:
+        import signal  # here: the signal module is 0.4 ms of every command (issue 18)
+
         os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from taskgate import failpoints
+
+TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def atomic_write(path: Path, text: str, *, durable: bool = True) -> None:

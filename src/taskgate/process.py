@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -28,14 +27,16 @@ def _die_with_parent() -> Callable[[], None] | None:
         return None
     try:
         import ctypes
+        import signal
 
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
     parent = os.getpid()
+    kill = signal.SIGKILL
 
     def arm() -> None:  # runs between fork and exec: no allocation-heavy work here
-        prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        prctl(1, kill, 0, 0, 0)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:  # the parent died before the signal was armed
             os._exit(1)
 
@@ -136,6 +137,7 @@ def _run_group(
     started: Callable[[int], None] | None = None,
 ) -> Result:
     """`run` in a new session; the process group never outlives the call."""
+    import signal
     import subprocess
 
     try:
@@ -190,13 +192,17 @@ def _run_group(
     )
 
 
-def end_child_sessions(sig: int = signal.SIGKILL) -> list[int]:
+def end_child_sessions(sig: int | None = None) -> list[int]:
     """Signal the process groups of this process's children that lead their own session.
 
     Agents run with `kill_group=True` in worker threads; a Ctrl-C reaches only the main thread,
     so the orchestrator calls this to end the agents instead of waiting for their timeout.
-    Linux only (it reads /proc); elsewhere it does nothing and returns [].
+    Linux only (it reads /proc); elsewhere it does nothing and returns []. `sig`: SIGKILL
+    unless given.
     """
+    import signal
+
+    sig = signal.SIGKILL if sig is None else sig
     me = os.getpid()
     ended = []
     for entry in Path("/proc").glob("[0-9]*/stat"):

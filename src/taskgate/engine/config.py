@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
-from typing import Any
 
 from taskgate.dataclass_lite import dataclass, field, field_names
 from taskgate.engine.worktree_config import WorktreeConfig, parse_worktree
 from taskgate.errors import UsageError
+
+TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
+if TYPE_CHECKING:
+    from typing import Any
 
 CONFIG_NAME = "taskgate.toml"
 
@@ -281,6 +283,8 @@ def parse_config(text: str, path: Path | None = None) -> Config:
     for item in raw_commands:
         if isinstance(item, str):
             try:
+                import shlex
+
                 parts = tuple(shlex.split(item))
             except ValueError as exc:
                 raise UsageError(f"{where}: validation command {item!r}: {exc}") from None

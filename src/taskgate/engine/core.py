@@ -11,7 +11,6 @@ import contextlib
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
 
 from taskgate import failpoints
 from taskgate.dataclass_lite import dataclass, field
@@ -27,10 +26,13 @@ from taskgate.store.base import Store, StoreCorrupt, Tx
 from taskgate.store.records import JSON, TaskHead, TaskRow, TaskSnapshot
 from taskgate.store.select import open_store
 
+TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from taskgate.protocol.todo import TodoList
 
-T = TypeVar("T")
+    T = TypeVar("T")
 
 # Where the session id comes from without --session (DESIGN "Sessions"): taskgate's own variable,
 # else the one Claude Code exports to every Bash command and hook it runs (verified with

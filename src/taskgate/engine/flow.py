@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from taskgate import failpoints
 from taskgate.dataclass_lite import dataclass
@@ -17,6 +16,10 @@ from taskgate.protocol.states import RiskLevel, State
 from taskgate.protocol.violations import Violation
 from taskgate.store.base import Tx
 from taskgate.store.records import AgentRow, TaskSnapshot, TransitionRow
+
+TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
+if TYPE_CHECKING:
+    from typing import Any
 
 _PHASES = (State.REQUIREMENTS, State.IMPLEMENTATION, State.REVIEW)  # R-AST-19
 

@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 from json.encoder import encode_basestring as _escape
 from pathlib import Path
-from typing import Any
 
 from taskgate import failpoints
 from taskgate.engine.workspace import Workspace
 from taskgate.fsutil import atomic_write, read_json
 from taskgate.store.records import TaskSnapshot
+
+TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
+if TYPE_CHECKING:
+    from typing import Any
 
 VIEW_NOTE = (
     "view rendered from the taskgate store; editing it changes nothing (run taskgate status)"

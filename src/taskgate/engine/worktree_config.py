@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import PurePosixPath
-from typing import Any
 
 from taskgate.dataclass_lite import dataclass, field_names
 from taskgate.errors import UsageError
+
+TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
+if TYPE_CHECKING:
+    from typing import Any
 
 COPY_MODES = ("reflink", "hardlink")
 
@@ -70,6 +72,8 @@ def _commands(value: Any, where: str) -> tuple[tuple[str, ...], ...]:
     for item in value:
         if isinstance(item, str):
             try:
+                import shlex
+
                 parts = tuple(shlex.split(item))
             except ValueError as exc:
                 raise UsageError(f"{where}: setup command {item!r}: {exc}") from None

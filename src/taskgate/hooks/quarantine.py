@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any
 
 from taskgate.engine.core import Engine
 from taskgate.hooks import effects, ignored
@@ -22,6 +21,10 @@ from taskgate.hooks.context import StoreUnreadable, load_actor
 from taskgate.hooks.policy import FINISHING, Layout, forbids_main_writes
 from taskgate.store.base import Tx
 from taskgate.store.records import TaskSnapshot
+
+TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
+if TYPE_CHECKING:
+    from typing import Any
 
 QUARANTINE_PREFIX = "refs/taskgate/quarantine"
 EVENT = "effect_violation"

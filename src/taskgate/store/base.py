@@ -5,7 +5,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from typing import Any
 
 from taskgate.store.records import (
     JSON,
@@ -20,6 +19,10 @@ from taskgate.store.records import (
     ValidationRow,
     VerdictRow,
 )
+
+TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Conflict(Exception):

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from taskgate.dataclass_lite import dataclass, field, replace
 
 # One definition of the chain for the store, the audit and the hook process (issue 18).
 from taskgate.store.canon import GENESIS_HASH as GENESIS_HASH
 from taskgate.store.canon import event_hash as event_hash
 
-JSON = dict[str, Any]
+TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
+if TYPE_CHECKING:
+    from typing import Any
+
+JSON = dict[str, "Any"]  # "Any": typing is imported for mypy only
 
 
 @dataclass(frozen=True)

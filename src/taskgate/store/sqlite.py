@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from taskgate import failpoints
 from taskgate.dataclass_lite import field_names
@@ -35,6 +34,10 @@ from taskgate.store.records import (
     event_hash,
 )
 from taskgate.store.schema import MIGRATIONS
+
+TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
+if TYPE_CHECKING:
+    from typing import Any
 
 _TASK_COLUMNS = field_names(TaskRow)
 _JSON_TASK_FIELDS = {"required_agents", "classification", "checkpoint", "pending", "extra"}
