@@ -51,50 +51,21 @@ class Selection:
 
 
 def select(i: SelectionInput) -> Selection:
-    """Apply D-LCK-1 (rows 1-6), R-LCK-08, R-LCK-12 and the dependency check, in that order."""
-    if i.lock is not None:
-        if not i.lock.readable or not i.lock.owner:
-            return Selection(
-                Availability.ASK_USER,
-                "R-LCK-08",
-                f"the lock record of '{i.task}' is unreadable: neither own nor foreign",
-            )
-        if i.lock.owner == i.session_id:
-            if i.worktree_exists or i.pending_setup:
-                return Selection(
-                    Availability.RESUME, "R-LCK-03", f"resume '{i.task}': this session owns it"
-                )
-            return Selection(
-                Availability.ASK_USER,
-                "R-LCK-05",
-                f"ERROR: Inconsistent state - lock for '{i.task}' exists but worktree missing",
-            )
-        return Selection(
-            Availability.FOREIGN,
-            "R-LCK-04",
-            f"'{i.task}' is owned by another session ({i.lock.owner})",
-        )
-    if i.done:
-        return Selection(Availability.DONE, "R-LCK-23", f"'{i.task}' is already completed")
-    if i.worktree_exists:
-        return Selection(
-            Availability.ASK_USER,
-            "R-LCK-05",
-            f"a worktree exists for '{i.task}' but no lock: crashed session or manual work",
-        )
-    if i.missing_fields:
-        return Selection(
-            Availability.INFEASIBLE,
-            "R-LCK-12",
-            f"'{i.task}' lacks {', '.join(i.missing_fields)} in todo.md",
-        )
-    if i.unmet_dependencies:
-        return Selection(
-            Availability.BLOCKED,
-            "C-73",
-            f"'{i.task}' waits for {', '.join(i.unmet_dependencies)}",
-        )
-    return Selection(Availability.AVAILABLE, "R-LCK-06", f"'{i.task}' is available")
+    """Apply D-LCK-1 (rows 1-6), R-LCK-08, R-LCK-12 and the dependency check, in that order
+    (protocol/lockmatrix.py holds the decision over plain values)."""
+    from taskgate.protocol.lockmatrix import decide
+
+    availability, rule, message = decide(
+        i.task,
+        i.session_id,
+        None if i.lock is None else (i.lock.owner, i.lock.readable),
+        i.worktree_exists,
+        i.done,
+        i.missing_fields,
+        i.unmet_dependencies,
+        i.pending_setup,
+    )
+    return Selection(Availability(availability), rule, message)
 
 
 def crashed_session_prompt(task: str, task_dir: str) -> str:

@@ -1,0 +1,312 @@
+"""`taskgate todo [--json]` without the engine (issue 18: 10,000 tasks at 1.5 x a raw floor).
+
+`output(args)` is the text `taskgate todo` prints, computed with os, re, sqlite3 and json
+only, or None when this path cannot vouch for the answer; the CLI then runs the command
+through the engine as before (engine/lifecycle.availability), which also reports every error.
+It answers only the plain case: `todo` or `todo --json` with no other argument, a repository
+whose `.git` is a directory, a taskgate.toml of comments only (or none), an SQLite store whose
+migrations are all applied, todo.md that `protocol/todo_scan.headings` proves parses (or that
+`parse_todo` parses), rows whose JSON columns decode to what selection expects. Everything it
+reads is read as the engine reads it; the decision is `protocol/lockmatrix.decide`, the one
+behind `selection.select`, with lifecycle._selection's two overrides (abandoned, why blocked).
+
+tests/test_todo_fast.py runs both paths on the same repositories (Hypothesis: todo.md,
+store rows, worktrees, the session) and asserts byte-identical output, and that each fallback
+condition falls back.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# engine/core.py SESSION_VARS (tests/test_todo_fast.py checks they are the same).
+SESSION_VARS = ("TASKGATE_SESSION", "CLAUDE_CODE_SESSION_ID", "CODEX_SESSION_ID")
+# store/select.ENV_VAR: a PostgreSQL store is the engine's business.
+_DATABASE_ENV = "TASKGATE_DATABASE_URL"
+# store/sqlite._TASK_COLUMNS: a store lacking one is SchemaDamaged (exit 5) on the engine's
+# path, so this path checks the same list (the test compares it with TaskRow's fields).
+TASK_COLUMNS = frozenset(
+    ("name", "state", "session_id", "host", "fence", "created_at", "updated_at", "seq",
+     "owner_pid", "owner_started", "risk_level", "change_type", "required_agents",
+     "classification", "checkpoint", "lock_released_at", "cleanup_timestamp", "pending",
+     "base_branch", "base_sha", "extra")
+)  # fmt: skip
+_DONE_STATES = ("COMPLETE", "CLEANUP")  # lifecycle._DONE_STATES
+_CHANGELOG_TASK = re.compile(r"^##[ \t]+([a-z0-9][a-z0-9._-]*):", re.MULTILINE)  # lifecycle's
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # not allowed in a TOML comment
+_ROWS = "SELECT name, state, session_id, lock_released_at FROM tasks"
+# Rows whose JSON columns say something, decoded one by one (most stores: none). A value of
+# another type than text in a column printed by --json makes _json raise (the engine answers).
+_ODD_ROWS = (
+    "SELECT name, pending, extra FROM tasks "
+    "WHERE (pending IS NOT NULL AND pending IS NOT 'null') OR extra IS NOT '{}'"
+)
+
+
+class _Unsure(Exception):
+    """This path cannot vouch for the answer: the engine's path gives it."""
+
+
+def output(args: list[str]) -> str | None:
+    """What `taskgate todo` + args prints (without the final newline), or None."""
+    if args not in ([], ["--json"]):
+        return None  # --repo, --session, --help, a typo: the parser's business
+    try:
+        return _listing(json_out=bool(args))
+    except (_Unsure, OSError, ValueError, sqlite3.Error, LookupError, TypeError, AttributeError):
+        return None
+
+
+def _session() -> str:
+    for var in SESSION_VARS:  # engine/core.session_from_env, then .strip() as engine_for
+        value = os.environ.get(var, "").strip()
+        if value:
+            return value
+    return ""
+
+
+def _read(path: str) -> str | None:
+    """fsutil.read_text: the text (universal newlines), None when missing or not UTF-8."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _paths() -> tuple[str, str, str, str]:
+    """(state dir, todo.md, changelog.md, tasks root) as engine/workspace finds them."""
+    if os.environ.get(_DATABASE_ENV, "").strip():
+        raise _Unsure
+    cwd = os.getcwd()
+    if not os.path.exists(cwd):
+        raise _Unsure
+    candidate = os.path.realpath(cwd)  # Path.resolve()
+    while not os.path.isdir(os.path.join(candidate, ".git")):
+        if os.path.exists(os.path.join(candidate, ".git")):
+            raise _Unsure  # a linked worktree's .git file: git/repo.discover reads it
+        parent = os.path.dirname(candidate)
+        if parent == candidate:
+            raise _Unsure
+        candidate = parent
+    repo = candidate
+    try:
+        with open(os.path.join(repo, "taskgate.toml"), "rb") as handle:
+            config = handle.read().decode("utf-8")
+    except FileNotFoundError:
+        config = ""
+    # Comments only: every value is the default (engine/config.parse_config of such a text).
+    if _CONTROL.search(config) or "\r" in config:
+        raise _Unsure
+    for line in config.split("\n"):
+        bare = line.lstrip(" \t")
+        if bare and not bare.startswith("#"):
+            raise _Unsure
+    return (
+        os.path.join(repo, ".taskgate"),
+        os.path.join(repo, "todo.md"),
+        os.path.join(repo, "changelog.md"),
+        os.path.join(repo, ".taskgate/tasks"),
+    )
+
+
+def _connect(state_dir: str) -> sqlite3.Connection:
+    """The store as SqliteStore opens it, its migrations checked instead of applied."""
+    from taskgate.store.schema import MIGRATIONS
+
+    db = os.path.join(state_dir, "state.db")
+    if not os.stat(db).st_size:  # workspace.store_problem: an empty store is lost
+        raise _Unsure
+    timeout = float(os.environ.get("TASKGATE_LOCK_TIMEOUT", "60"))
+    conn = sqlite3.connect(db, timeout=timeout, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        applied = {r[0] for r in conn.execute("SELECT name FROM migrations")}
+        if applied != {name for name, _ in MIGRATIONS}:
+            raise _Unsure  # a migration to apply, or a newer taskgate's store
+        if not {r[1] for r in conn.execute("PRAGMA table_info(tasks)")} >= TASK_COLUMNS:
+            raise _Unsure
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _listing(*, json_out: bool) -> str:
+    from taskgate.store import snapshot
+
+    state_dir, todo_path, changelog_path, tasks_root = _paths()
+    session = _session()
+    text = _read(todo_path)  # Engine.todo() reads it first
+    if text is None:
+        if os.path.exists(todo_path):
+            raise _Unsure  # "is not UTF-8 text"
+        text = ""
+    entries, todo = _entries(text)
+    conn = _connect(state_dir)
+    try:
+        seen = snapshot.seen(state_dir)  # Engine._check_hook_snapshot
+        if seen:
+            (top,) = conn.execute("SELECT MAX(seq) FROM events").fetchone()
+            if snapshot.ahead(seen, int(top or 0)) is not None:
+                raise _Unsure
+        conn.execute("BEGIN")
+        rows = {r[0]: r for r in conn.execute(_ROWS)}
+        odd = conn.execute(_ODD_ROWS).fetchall()
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    held: dict[str, tuple[Any, Any]] = {}  # name -> (pending, extra), decoded
+    if odd:
+        import json
+
+        for name, pending, extra in odd:
+            held[name] = (None if pending is None else json.loads(pending), json.loads(extra))
+    done = {n for n, r in rows.items() if r[1] in _DONE_STATES}
+    done.update(_CHANGELOG_TASK.findall(_read(changelog_path) or ""))
+    from taskgate.protocol.lockmatrix import decide
+
+    exists = _Worktrees(tasks_root).exists
+    valid = _states()
+    get = rows.get
+    result = []
+    reasons: dict[str, str] | None = None
+    for name, title in entries:
+        row = get(name)
+        if row is not None and row[3] is None and name not in held:
+            # Locked, nothing pending, nothing extra: most rows of a busy store.
+            availability, rule, message = decide(
+                name, session, (row[2], row[1] in valid), exists(name), False, (), (), False
+            )
+            result.append((name, title, availability, rule, message, row[1], row[2]))
+            continue
+        pending = extra = None
+        if row is not None and name in held:
+            pending, extra = held[name]
+            if (pending is not None and type(pending) is not dict) or type(extra) is not dict:
+                raise _Unsure  # lifecycle._selection calls .get on them
+        lock = None if row is None or row[3] is not None else (row[2], row[1] in valid)
+        done_row = row is not None and row[3] is not None and row[1] == "CLEANUP"
+        missing: tuple[str, ...] = ()
+        unmet: tuple[str, ...] = ()
+        worktree = exists(name)
+        if lock is None and not done_row and not worktree:  # the fields matter only here
+            if todo is None:
+                todo = _parse(text)
+            entry = todo.get(name)
+            missing = entry.missing_fields
+            unmet = tuple(d for d in entry.depends if d not in done)
+        availability, rule, message = decide(
+            name, session, lock, worktree, done_row, missing, unmet,
+            bool(pending and pending.get("op") == "create_task_worktree"),
+        )  # fmt: skip
+        if extra and extra.get("abandoned"):  # lifecycle._selection, issue 17
+            reason = str(extra["abandoned"].get("reason", ""))
+            availability, message = "abandoned", f"abandoned: {reason}".rstrip(": ")
+        elif availability == "blocked":
+            if reasons is None:  # once per listing, as lifecycle.availability
+                from taskgate.protocol.todo import blocked_reasons
+
+                if todo is None:
+                    todo = _parse(text)
+                reasons = blocked_reasons(todo, done)
+            message = reasons.get(name) or message
+        state = None if row is None else row[1]
+        owner = None if row is None or row[3] is not None else row[2]
+        result.append((name, title, availability, rule, message, state, owner))
+    return _json(result) if json_out else _text(result)
+
+
+def _entries(text: str) -> tuple[list[tuple[str, str]], Any]:
+    """[(name, title)] and the parsed TodoList when it had to be parsed (else None)."""
+    from taskgate.protocol.todo_scan import headings
+
+    quick = headings(text)
+    if quick is not None:
+        return quick, None
+    todo = _parse(text)
+    return [(t.name, t.title) for t in todo.tasks], todo
+
+
+def _parse(text: str) -> Any:
+    from taskgate.protocol.todo import TodoError, parse_todo
+
+    try:
+        return parse_todo(text)
+    except TodoError:
+        raise _Unsure from None  # the engine's path reports it with the line
+
+
+def _states() -> frozenset[str]:
+    from taskgate.protocol.states import State
+
+    return frozenset(s.value for s in State)
+
+
+class _Worktrees:
+    """lifecycle._Worktrees: one listing of the tasks root, a stat only for listed names."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.dirs: set[str] | None
+        try:
+            self.dirs = set(os.listdir(root))
+        except FileNotFoundError:
+            self.dirs = set()
+        except OSError:
+            self.dirs = None
+
+    def exists(self, name: str) -> bool:
+        if self.dirs is not None and name not in self.dirs:
+            return False
+        return os.path.exists(os.path.join(self.root, name, "code"))
+
+
+def _text(rows: list[tuple[str, str, str, str, str, Any, Any]]) -> str:
+    """cmd_todo's text: name, availability and message, the names padded to one width."""
+    if not rows:
+        return "todo.md lists no tasks"
+    width = max(len(r[0]) for r in rows)
+    return "\n".join(f"{r[0]:<{width}}  {r[2]:<10}  {r[4]}" for r in rows)
+
+
+_ROW = (
+    '{\n    "availability": %s,\n    "owner": %s,\n    "reason": %s,\n    "rule": %s,\n'
+    '    "state": %s,\n    "task": %s,\n    "title": %s\n  }'
+)
+
+
+def _json(rows: list[tuple[str, str, str, str, str, Any, Any]]) -> str:
+    """json.dumps(records, indent=2, sort_keys=True, default=str) of cmd_todo's records, each
+    value through the C encoder; a value that is neither str nor None (a store column of
+    another type) raises TypeError, and the engine's path answers."""
+    if not rows:
+        return "[]"
+    from json.encoder import encode_basestring_ascii as q
+
+    quoted: dict[Any, str] = {None: "null"}  # availability, rule, state: a few values each
+
+    def c(value: Any) -> str:
+        text = quoted.get(value)
+        if text is None:
+            text = quoted[value] = q(value)
+        return text
+
+    return (
+        "[\n  "
+        + ",\n  ".join(
+            [
+                _ROW % (c(a), "null" if o is None else q(o), q(m), c(r), c(s), q(n), q(t))
+                for n, t, a, r, m, s, o in rows
+            ]
+        )
+        + "\n]"
+    )
