@@ -312,7 +312,8 @@ def test_a_settled_file_is_vouched_for_by_its_key_and_an_edit_in_place_is_not(
 
     from taskgate.store import canon, hook_tx
 
-    monkeypatch.setattr(snapshot_clock, "SETTLED_NS", 0)  # the test's file is seconds old
+    monkeypatch.setattr(snapshot_clock, "FINE_SETTLED_NS", 0)  # the test's file is new
+    monkeypatch.setattr(snapshot_clock, "COARSE_SETTLED_NS", 0)
     _check(impl)
     path = impl.path / ".taskgate" / snapshot.FILE_NAME
     with sqlite3.connect(_db(impl)) as db:
@@ -340,10 +341,25 @@ def test_a_settled_file_is_vouched_for_by_its_key_and_an_edit_in_place_is_not(
     assert hashed == [1]
 
 
+def test_a_file_is_settled_once_older_than_its_timestamps_granularity() -> None:
+    import time
+
+    now = time.time_ns()
+    fine = now - now % 1_000_000 + 123  # nanosecond digits: a fine-grained file system
+    assert not snapshot_clock.settled(fine - 50_000_000)
+    assert snapshot_clock.settled(fine - 200_000_000)
+    whole = now - now % 1_000_000_000  # whole seconds: maybe 1 s or 2 s granularity
+    assert not snapshot_clock.settled(whole - 1_000_000_000)
+    assert snapshot_clock.settled(whole - 4_000_000_000)
+
+
 def test_a_recent_file_is_hashed_every_time(impl: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A file changed less than SETTLED_NS ago gets no key: a later write could keep it."""
+    """A file changed more recently than its granularity gets no key: a later write could
+    leave the same one."""
     from taskgate.store import canon
 
+    monkeypatch.setattr(snapshot_clock, "FINE_SETTLED_NS", 3_600 * 10**9)
+    monkeypatch.setattr(snapshot_clock, "COARSE_SETTLED_NS", 3_600 * 10**9)
     _check(impl)
     with sqlite3.connect(_db(impl)) as db:
         assert db.execute("SELECT checked_file FROM snapshot_clock").fetchone() == (None,)
@@ -352,3 +368,50 @@ def test_a_recent_file_is_hashed_every_time(impl: Repo, monkeypatch: pytest.Monk
     monkeypatch.setattr(canon, "sha256_hex", lambda data: hashed.append(1) or real(data))
     _check(impl)
     assert hashed == [1]
+
+
+# -- the baseline after a recorded edit ------------------------------------------------------
+
+
+def test_the_marker_is_taken_without_the_snapshot_only_where_no_flag_matters() -> None:
+    """hooks/quick._marker: a view only where the main agent may write whatever the plan
+    approval and the last build failure say; the states where one of them decides (SYNTHESIS,
+    VALIDATION) and those that forbid (IMPLEMENTATION, REVIEW...) read the snapshot."""
+    from taskgate.hooks.policy import STATES, TaskView, forbids_main_writes
+    from taskgate.hooks.quick import _marker
+
+    for state in STATES:
+        free = not any(
+            forbids_main_writes(TaskView("t", state, plan_approved=a, main_may_fix=f))
+            for a in (False, True)
+            for f in (False, True)
+        )
+        assert (_marker("t", (state, ("quality",))) is not None) == free, state
+    for state in ("SYNTHESIS", "VALIDATION", "IMPLEMENTATION", "REVIEW"):
+        assert _marker("t", (state, ())) is None
+    assert _marker("t", ("NO-SUCH-STATE", ())) is None
+    assert _marker("t", None) is None
+
+
+def test_the_baseline_from_the_row_equals_the_one_from_the_snapshot(impl: Repo) -> None:
+    """fix-typo (held by s2, where its main agent may write): the baseline PostToolUse takes
+    again from the step's row is the one load_actor's snapshot read gives, but for its time."""
+    from taskgate.hooks import effects, quick
+    from taskgate.store import hook_tx
+
+    layout = quick.workspace(str(impl.path))
+    assert layout is not None
+    with hook_tx.HookTx(layout.state_dir) as tx:
+        [(name, state, _, agents)] = tx.held_by("s2")
+    assert name == "fix-typo" and quick._marker(name, (state, agents)) is not None
+    path = effects.baseline_path(layout.state_dir, "s2")
+    stale = {"format": effects.FORMAT, "task": name, "state": "OLD", "taken": 0}
+    effects.save(path, stale)
+    found = []
+    for row in ((state, agents), None):  # None: the snapshot's path, as before issue 18
+        quick._rebaseline(layout, "s2", name, row)
+        base = effects.load(path)
+        assert base is not None and base["state"] == state and base["taken"] > 0
+        found.append({k: v for k, v in base.items() if k != "taken"})
+        effects.save(path, stale)
+    assert found[0] == found[1] and found[0]["guarded"] is False

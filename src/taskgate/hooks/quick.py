@@ -45,7 +45,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from taskgate.hooks.policy import Layout
+    from taskgate.hooks.policy import Layout, TaskView
     from taskgate.hooks.shell import Analysis
 
 WRITE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
@@ -117,7 +117,7 @@ def record(data: dict[str, Any], analysis: Analysis | None) -> str | None:
             owned = tx.held_by(session)
             if len(owned) != 1 or not paths:
                 return ""  # the engine's path records nothing either
-            name, state, seq = owned[0]
+            name, state, seq, agents = owned[0]
             rendered = hook_tx.view_seq(os.path.join(layout.tasks_root, name))
             if rendered is not None and rendered > seq:  # lost steps: StoreLost is the engine's
                 _engine_path(f"task.json was rendered at seq {rendered}, the store is at {seq}")
@@ -140,7 +140,7 @@ def record(data: dict[str, Any], analysis: Analysis | None) -> str | None:
     except errors as exc:
         _engine_path(exc)
         return None
-    _rebaseline(layout, session, name)
+    _rebaseline(layout, session, name, (state, agents))
     return ""
 
 
@@ -253,7 +253,7 @@ def session_end(data: dict[str, Any], event: str) -> tuple[str, ...] | None:
             owned = tx.held_by(session)
             if len(owned) != 1:
                 return ()
-            name, state, seq = owned[0]
+            name, state, seq, _ = owned[0]
             rendered = hook_tx.view_seq(os.path.join(layout.tasks_root, name))
             if rendered is not None and rendered > seq:
                 _engine_path(f"task.json rendered at seq {rendered}, the store at {seq}")
@@ -278,9 +278,12 @@ def _touches_store(paths: list[str], layout: Layout) -> bool:
     )
 
 
-def _rebaseline(layout: Layout, session: str, task: str) -> None:
+def _rebaseline(
+    layout: Layout, session: str, task: str, row: tuple[str, tuple[str, ...]] | None = None
+) -> None:
     """hooks/quarantine.after_step's work after a step: the session's baseline, when it has
-    one for this task, is taken again (the step's own writes are taskgate's)."""
+    one for this task, is taken again (the step's own writes are taskgate's). `row`: the
+    task's (state, agents) as the step's transaction read them."""
     from taskgate.hooks import effects
     from taskgate.hooks.context import StoreUnreadable, load_actor
 
@@ -288,10 +291,16 @@ def _rebaseline(layout: Layout, session: str, task: str) -> None:
     base = effects.load(path)
     if base is None or base.get("task") != task:
         return
-    try:
-        actor = load_actor(layout, session, "")
-    except StoreUnreadable:
-        return  # the hook denies everything now; the next good step baselines again
+    marker = _marker(task, row)
+    if marker is not None:  # the main agent may write: take() reads no other task
+        from taskgate.hooks.policy import Actor
+
+        actor = Actor(marker)
+    else:
+        try:
+            actor = load_actor(layout, session, "")
+        except StoreUnreadable:
+            return  # the hook denies everything now; the next good step baselines again
     try:
         if actor.task is None or actor.task.name != task:
             effects.drop(path)
@@ -299,3 +308,20 @@ def _rebaseline(layout: Layout, session: str, task: str) -> None:
             effects.save(path, effects.take(layout, actor, session))
     except OSError:
         pass  # the next comparison takes a baseline again (quarantine.after_step)
+
+
+def _marker(task: str, row: tuple[str, tuple[str, ...]] | None) -> TaskView | None:
+    """The session's task as load_actor would see it, when the main agent may write it
+    whatever the plan's approval and the last build failure say (the two things the
+    snapshot holds beyond the row; issue 18: the baseline then needs no snapshot read,
+    which at 10,000 tasks is a 0.5 MB file); None otherwise, or for an unknown state."""
+    from taskgate.hooks.policy import STATES, TaskView, forbids_main_writes
+
+    if row is None or row[0] not in STATES:
+        return None
+    views = [
+        TaskView(task, row[0], row[1], plan_approved=approved, main_may_fix=fix)
+        for approved in (False, True)
+        for fix in (False, True)
+    ]
+    return None if any(forbids_main_writes(v) for v in views) else views[0]

@@ -182,14 +182,14 @@ class HookTx:
 
     # -- reads -------------------------------------------------------------------------------
 
-    def held_by(self, session: str) -> list[tuple[str, str, int]]:
-        """(name, state, seq) of the unreleased tasks whose lease names `session`."""
+    def held_by(self, session: str) -> list[tuple[str, str, int, tuple[str, ...]]]:
+        """(name, state, seq, agents) of the unreleased tasks whose lease names `session`."""
         rows = self._c.execute(
-            "SELECT name, state, seq FROM tasks WHERE session_id = ? "
+            "SELECT name, state, seq, required_agents FROM tasks WHERE session_id = ? "
             "AND lock_released_at IS NULL ORDER BY name",
             (session,),
         ).fetchall()
-        return [(str(n), str(s), int(q)) for n, s, q in rows]
+        return [(str(n), str(s), int(q), _agents(a, self.loads)) for n, s, q, a in rows]
 
     def check_snapshot(self) -> None:
         """The hook snapshot equals the store, as `SqliteStore.refresh_snapshot` checks it;
@@ -201,7 +201,7 @@ class HookTx:
         SHA-256, equal to it), that is the answer; otherwise every task is compared, and a
         file found equal is recorded for the next check by commit() (when this transaction
         writes anyway)."""
-        from taskgate.store import canon, snapshot, snapshot_clock
+        from taskgate.store import snapshot, snapshot_clock
 
         kept = snapshot.seen(self.state_dir)  # issue 16: lost steps (read before the store)
         if kept and snapshot.ahead(kept, snapshot.last_seq(self._c)):
@@ -218,8 +218,10 @@ class HookTx:
             if clock is not None and clock.vouches_for_file(key):
                 return
             current = handle.read()
+        from taskgate.store import canon
+
         digest = canon.sha256_hex(current)
-        settled = key if snapshot_clock.settled(stat) else None
+        settled = key if snapshot_clock.settled(stat.st_ctime_ns) else None
         if clock is not None and clock.vouches_for(digest):
             if settled is not None:
                 self._checked = (clock, digest, settled)
@@ -265,6 +267,15 @@ class HookTx:
         )
         if cur.rowcount != 1:
             raise Unusable(f"task {task!r} changed concurrently (expected seq {expected_seq})")
+
+
+def _agents(stored: Any, loads: Any) -> tuple[str, ...]:
+    """A task row's required_agents (a JSON list, as the snapshot reads it); () when not."""
+    try:
+        agents = loads(stored)
+    except (TypeError, ValueError):
+        return ()
+    return tuple(str(a) for a in agents) if isinstance(agents, list) else ()
 
 
 def view_seq(task_dir: str) -> int | None:

@@ -117,8 +117,8 @@ def seen(state_dir: str, names: tuple[str, ...] = (SEQ_FILE, AHEAD_SEQ)) -> list
     found = []
     for name in names:
         try:
-            with open(os.path.join(state_dir, name), encoding="ascii") as handle:
-                text = handle.read(32).strip()
+            with open(os.path.join(state_dir, name), "rb") as handle:  # no codec import
+                text = handle.read(32).decode("ascii").strip()
         except (OSError, UnicodeDecodeError):
             continue
         if text.isdigit():

@@ -116,16 +116,20 @@ def file_key(stat: os.stat_result) -> str:
     return f"{stat.st_dev}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}"
 
 
-# A file's key is recorded only when its last change is this old: any later write gives it a
-# later ctime even where the file system keeps times in whole seconds (or 2 s, FAT).
-SETTLED_NS = 3_000_000_000
+# A file's key is recorded only when its last change is older than the file system's
+# timestamp granularity, so that any later write gives it another ctime: timestamps in
+# nanoseconds move at least every clock tick (10 ms at most); a ctime in whole milliseconds
+# or coarser may be a file system that keeps seconds, or 2 s (FAT).
+FINE_SETTLED_NS = 100_000_000
+COARSE_SETTLED_NS = 3_000_000_000
 
 
-def settled(stat: os.stat_result) -> bool:
-    """Whether no write can still leave the file with this stat's ctime."""
+def settled(ctime_ns: int) -> bool:
+    """Whether no write can still leave a file with this ctime."""
     import time
 
-    return time.time_ns() - stat.st_ctime_ns > SETTLED_NS
+    coarse = ctime_ns % 1_000_000 == 0
+    return time.time_ns() - ctime_ns > (COARSE_SETTLED_NS if coarse else FINE_SETTLED_NS)
 
 
 def record(conn: Any, clock: Clock, sha256: str, key: str | None) -> None:
