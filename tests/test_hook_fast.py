@@ -402,7 +402,8 @@ def test_the_baseline_from_the_row_equals_the_one_from_the_snapshot(impl: Repo) 
     layout = quick.workspace(str(impl.path))
     assert layout is not None
     with hook_tx.HookTx(layout.state_dir) as tx:
-        [(name, state, _, agents)] = tx.held_by("s2")
+        [(name, state, _)] = tx.held_by("s2")
+        agents = tx.agents(name)
     assert name == "fix-typo" and quick._marker(name, (state, agents)) is not None
     path = effects.baseline_path(layout.state_dir, "s2")
     stale = {"format": effects.FORMAT, "task": name, "state": "OLD", "taken": 0}

@@ -117,7 +117,8 @@ def record(data: dict[str, Any], analysis: Analysis | None) -> str | None:
             owned = tx.held_by(session)
             if len(owned) != 1 or not paths:
                 return ""  # the engine's path records nothing either
-            name, state, seq, agents = owned[0]
+            name, state, seq = owned[0]
+            agents = tx.agents(name)
             rendered = hook_tx.view_seq(os.path.join(layout.tasks_root, name))
             if rendered is not None and rendered > seq:  # lost steps: StoreLost is the engine's
                 _engine_path(f"task.json was rendered at seq {rendered}, the store is at {seq}")
@@ -253,7 +254,7 @@ def session_end(data: dict[str, Any], event: str) -> tuple[str, ...] | None:
             owned = tx.held_by(session)
             if len(owned) != 1:
                 return ()
-            name, state, seq, _ = owned[0]
+            name, state, seq = owned[0]
             rendered = hook_tx.view_seq(os.path.join(layout.tasks_root, name))
             if rendered is not None and rendered > seq:
                 _engine_path(f"task.json rendered at seq {rendered}, the store at {seq}")

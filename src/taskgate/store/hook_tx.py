@@ -182,14 +182,24 @@ class HookTx:
 
     # -- reads -------------------------------------------------------------------------------
 
-    def held_by(self, session: str) -> list[tuple[str, str, int, tuple[str, ...]]]:
-        """(name, state, seq, agents) of the unreleased tasks whose lease names `session`."""
+    def held_by(self, session: str) -> list[tuple[str, str, int]]:
+        """(name, state, seq) of the unreleased tasks whose lease names `session`."""
         rows = self._c.execute(
-            "SELECT name, state, seq, required_agents FROM tasks WHERE session_id = ? "
+            "SELECT name, state, seq FROM tasks WHERE session_id = ? "
             "AND lock_released_at IS NULL ORDER BY name",
             (session,),
         ).fetchall()
-        return [(str(n), str(s), int(q), _agents(a, self.loads)) for n, s, q, a in rows]
+        return [(str(n), str(s), int(q)) for n, s, q in rows]
+
+    def agents(self, task: str) -> tuple[str, ...]:
+        """The task's required agents, as the hook snapshot reads them (() when unreadable)."""
+        row = self._c.execute("SELECT required_agents FROM tasks WHERE name = ?", (task,))
+        found = row.fetchone()
+        try:
+            agents = self.loads(found[0]) if found is not None else None
+        except (TypeError, ValueError):
+            return ()
+        return tuple(str(a) for a in agents) if isinstance(agents, list) else ()
 
     def check_snapshot(self) -> None:
         """The hook snapshot equals the store, as `SqliteStore.refresh_snapshot` checks it;
@@ -267,15 +277,6 @@ class HookTx:
         )
         if cur.rowcount != 1:
             raise Unusable(f"task {task!r} changed concurrently (expected seq {expected_seq})")
-
-
-def _agents(stored: Any, loads: Any) -> tuple[str, ...]:
-    """A task row's required_agents (a JSON list, as the snapshot reads it); () when not."""
-    try:
-        agents = loads(stored)
-    except (TypeError, ValueError):
-        return ()
-    return tuple(str(a) for a in agents) if isinstance(agents, list) else ()
 
 
 def view_seq(task_dir: str) -> int | None:
