@@ -11,10 +11,12 @@ from conftest import SRC, Repo
 
 # dataclasses (and what it imports): taskgate.dataclass_lite builds the records; argparse,
 # gettext, locale: cli/main.simple_args reads a plain transition; tomllib: a taskgate.toml of
-# comments only (engine/config.comments_only).
+# comments only (engine/config.comments_only); typing: imported for mypy only; datetime and
+# sqlite3 (whose dbapi2 imports datetime): engine/clock and store/sqlite use the C modules
+# (_datetime, _sqlite3) those re-export; signal, shlex: imported where used.
 NOT_IMPORTED = (
     "dataclasses", "inspect", "ast", "dis", "tokenize", "argparse", "gettext", "locale",
-    "tomllib",
+    "tomllib", "typing", "datetime", "sqlite3", "signal", "shlex",
 )  # fmt: skip
 
 
@@ -34,3 +36,19 @@ def test_a_transition_through_the_cli_imports_none_of_them(repo: Repo) -> None:
     )
     assert out.stdout.splitlines()[-1] == "0 []", out.stdout + out.stderr
     assert "REQUIREMENTS" in repo.ok("status", "add-login", cwd=wt).out
+
+
+def test_the_c_modules_are_the_ones_the_stdlib_wrappers_reexport() -> None:
+    """engine/clock and store/sqlite skip datetime.py and sqlite3's dbapi2: what they use must
+    be the very objects those modules export, so nothing behaves differently."""
+    import datetime
+    import sqlite3
+
+    from taskgate.engine import clock
+    from taskgate.store import sqlite as store_sqlite
+
+    assert clock.datetime is datetime.datetime and clock.UTC is datetime.UTC
+    for name in ("connect", "Connection", "Row", "Error", "DatabaseError", "IntegrityError",
+                 "OperationalError"):  # fmt: skip
+        assert getattr(store_sqlite.sqlite3, name) is getattr(sqlite3, name), name
+    assert sqlite3.OperationalError.__module__ == "sqlite3"  # errors.classify reads it

@@ -7,10 +7,9 @@ implement the same Tx with the same statements and `%s` placeholders.
 from __future__ import annotations
 
 import json
-import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from datetime import UTC, datetime
 from pathlib import Path
 
 from taskgate import failpoints
@@ -37,7 +36,10 @@ from taskgate.store.schema import MIGRATIONS
 
 TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
 if TYPE_CHECKING:
+    import sqlite3
     from typing import Any
+else:  # the C module sqlite3 re-exports: its dbapi2 wrapper imports datetime (1 ms, issue 18)
+    import _sqlite3 as sqlite3
 
 _TASK_COLUMNS = field_names(TaskRow)
 _JSON_TASK_FIELDS = {"required_agents", "classification", "checkpoint", "pending", "extra"}
@@ -490,7 +492,7 @@ class SqliteStore(Store):
                         c.execute(statement)
                 c.execute(
                     "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
-                    (name, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")),
+                    (name, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
                 )
             snapshot_clock.install(c)  # the hooks' snapshot check (issue 18): bookkeeping
             c.execute("COMMIT")
