@@ -4,7 +4,9 @@
 With --scale (issue 18): the same transition on a task with 2,000 audit events and in a store
 with 10,000 other tasks, as ratios to a fresh repository, interleaved in one run.
 
-With --against=DIR: the same transition through this tree and another checkout, interleaved.
+With --against=DIR: the same transition through this tree and another checkout, interleaved,
+through `python -m taskgate` and through the console script, wall and CPU time, with each
+tree's import-time breakdown (issue 18).
 
 Run: python bench/transition_latency.py [rounds] [--scale [--events=N] [--tasks=N]]
      python bench/transition_latency.py [rounds] --against=DIR
@@ -12,9 +14,13 @@ Run: python bench/transition_latency.py [rounds] [--scale [--events=N] [--tasks=
 
 from __future__ import annotations
 
+import os
 import re
+import resource
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -153,12 +159,37 @@ def _timed_with(cmd: list[str], cwd: Path, src: Path) -> float:
     return time.perf_counter() - start
 
 
+# What pip writes as the `taskgate` console script (.venv/bin/taskgate), run with this
+# interpreter so that PYTHONPATH picks the tree.
+CONSOLE_SCRIPT = (
+    "import re\nimport sys\nfrom taskgate.cli.main import entry\n"
+    "if __name__ == '__main__':\n"
+    "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+    "    sys.exit(entry())\n"
+)
+
+
+def _cpu_timed(cmd: list[str], cwd: Path, src: Path | None = None) -> tuple[float, float]:
+    """(wall, CPU user+sys of the child) in seconds; the CPU time moves less with the load."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, env=env() if src is None else _env_for(src), check=True,
+                   capture_output=True)  # fmt: skip
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
 def versus(rounds: int, other: Path) -> int:
     """The same transitions through this tree and another checkout (`--against=DIR`, e.g. a
-    `git worktree add` of an older commit), interleaved with `python3 -c pass` in one run."""
+    `git worktree add` of an older commit), interleaved with `python3 -c pass` in one run:
+    through `python -m taskgate` and through the console script, wall and CPU time, then each
+    tree's import time (issue 18)."""
     trees = {"this tree": ROOT / "src", f"{other.name}": other / "src"}
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(other / "src")], check=True,
                    capture_output=True)  # fmt: skip
+    script = Path(tempfile.mkdtemp(prefix="taskgate-bench-")) / "taskgate"
+    script.write_text(CONSOLE_SCRIPT)
     wts: dict[str, Path] = {}
     for name, src in trees.items():
         repo = scratch_repo()
@@ -168,22 +199,63 @@ def versus(rounds: int, other: Path) -> int:
         wts[name] = repo / ".taskgate" / "tasks" / "task-0" / "code"
         subprocess.run([sys.executable, "-m", "taskgate", "classify", "task-0"], cwd=wts[name],
                        env=_env_for(src), check=True, capture_output=True)  # fmt: skip
-    base: list[float] = []
-    times: dict[str, list[float]] = {name: [] for name in trees}
-    cli = [sys.executable, "-m", "taskgate", "transition", "task-0"]
+    ways = {"-m taskgate": [sys.executable, "-m", "taskgate"],
+            "console script": [sys.executable, str(script)]}  # fmt: skip
+    base: list[tuple[float, float]] = []
+    times: dict[tuple[str, str], list[tuple[float, float]]] = {
+        (name, way): [] for name in trees for way in ways
+    }
+    load = os.getloadavg()
     for _ in range(rounds):
         for name, src in trees.items():
-            base.append(timed([sys.executable, "-c", "pass"], wts[name]))
-            times[name].append(_timed_with([*cli, "REQUIREMENTS"], wts[name], src))
-            times[name].append(
-                _timed_with([*cli, "CLASSIFIED", "--reason", "bench round trip"], wts[name], src)
-            )
-    print(f"transition through two trees, {rounds} rounds, interleaved")
-    print(f"python3 -c pass              median {median_ms(base):7.1f} ms")
-    for name, samples in times.items():
-        ms = median_ms(samples)
-        print(f"{name:<28} median {ms:7.1f} ms   / python {ms / median_ms(base):5.2f}")
+            base.append(_cpu_timed([sys.executable, "-c", "pass"], wts[name]))
+            for way, prefix in ways.items():
+                cli = [*prefix, "transition", "task-0"]
+                times[name, way].append(_cpu_timed([*cli, "REQUIREMENTS"], wts[name], src))
+                times[name, way].append(
+                    _cpu_timed([*cli, "CLASSIFIED", "--reason", "bench round trip"], wts[name],
+                               src)
+                )  # fmt: skip
+    load_after = os.getloadavg()
+    cpus = os.cpu_count()
+    print(f"transition through two trees, {rounds} rounds, interleaved, {cpus} CPUs, load "
+          f"average {load[0]:.1f} before, {load_after[0]:.1f} after")  # fmt: skip
+    base_wall = median_ms([w for w, _ in base])
+    base_cpu = median_ms([c for _, c in base])
+    print(f"{'':34}  wall ms  / python    CPU ms  / python")
+    print(f"{'python3 -c pass':34} {base_wall:8.1f}  {1:7.2f}  {base_cpu:8.1f}  {1:7.2f}")
+    for (name, way), samples in times.items():
+        wall = median_ms([w for w, _ in samples])
+        cpu = median_ms([c for _, c in samples])
+        print(f"{name + ' (' + way + ')':34} {wall:8.1f}  {wall / base_wall:7.2f}  "
+              f"{cpu:8.1f}  {cpu / base_cpu:7.2f}")  # fmt: skip
+    for name, src in trees.items():
+        import_breakdown(name, src, wts[name])
     return 0
+
+
+def import_breakdown(label: str, src: Path, wt: Path, runs: int = 5, top: int = 12) -> None:
+    """`-X importtime` of a transition through `src`: median self time per module over `runs`
+    forward + backward moves; the total, taskgate's share, and the largest modules."""
+    selfs: dict[str, list[int]] = {}
+    totals: list[int] = []
+    for i in range(runs * 2):
+        move = ["REQUIREMENTS"] if i % 2 == 0 else ["CLASSIFIED", "--reason", "bench round trip"]
+        out = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "taskgate", "transition", "task-0", *move],
+            cwd=wt, env=_env_for(src), capture_output=True, text=True, check=True,
+        ).stderr  # fmt: skip
+        rows = [m for m in (IMPORT_ROW.match(line) for line in out.splitlines()) if m]
+        totals.append(sum(int(m.group(1)) for m in rows))
+        for m in rows:
+            selfs.setdefault(m.group(2), []).append(int(m.group(1)))
+    medians = {mod: statistics.median(v) / 1000 for mod, v in selfs.items()}
+    ours = sum(ms for mod, ms in medians.items() if mod.startswith("taskgate"))
+    total = statistics.median(totals) / 1000
+    print(f"imports of a transition, {label}: {total:.1f} ms self-time in total "
+          f"({ours:.1f} ms in taskgate modules), {len(medians)} modules")  # fmt: skip
+    largest = sorted(medians.items(), key=lambda kv: -kv[1])[:top]
+    print("  largest: " + ", ".join(f"{mod} {ms:.2f}" for mod, ms in largest))
 
 
 def parser_cost() -> None:

@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
     ("script", "args", "expect"),
     [
         ("transition_latency.py", ["2"], "transition / python ratio"),
+        # issue 18, third pass: both ways into the CLI and the import breakdown, against a tree
+        ("transition_latency.py", ["1", f"--against={ROOT}"], "imports of a transition, this tree"),
         (
             "transition_latency.py",
             ["1", "--scale", "--events=20", "--tasks=20"],
