@@ -24,6 +24,7 @@ from taskgate.engine import lifecycle, todo_fast
 from taskgate.engine.core import SESSION_VARS
 from taskgate.errors import TaskgateError
 from taskgate.protocol import todo_scan
+from taskgate.protocol.states import State
 from taskgate.protocol.todo import BOM, TodoError, parse_todo
 from taskgate.store import snapshot, sqlite
 from taskgate.store.records import TaskRow
@@ -35,6 +36,7 @@ from taskgate.store.sqlite import SqliteStore
 
 def test_copied_constants_are_the_engines() -> None:
     assert todo_fast.SESSION_VARS == SESSION_VARS
+    assert {s.value for s in State} == todo_fast.STATES
     assert set(sqlite._TASK_COLUMNS) == todo_fast.TASK_COLUMNS
     assert set(todo_fast._DONE_STATES) == lifecycle._DONE_STATES
     assert todo_fast._CHANGELOG_TASK.pattern == lifecycle._CHANGELOG_TASK.pattern
@@ -100,6 +102,16 @@ def _outcome(text: str) -> object:
         return ("error", exc.line, str(exc))
 
 
+def _fields_agree(text: str) -> None:
+    """Where scan read the fields, they are parse_todo's."""
+    quick = todo_scan.scan(text)
+    if quick is None or not quick.has_fields:
+        return
+    for index, task in enumerate(parse_todo(text).tasks):
+        assert quick.missing_fields(index) == task.missing_fields
+        assert quick.depends.get(task.name, ()) == task.depends
+
+
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(st.sampled_from(LINES), max_size=25), st.booleans(), st.booleans())
 def test_headings_never_differs_from_parse_todo(lines: list[str], bom: bool, tail: bool) -> None:
@@ -107,6 +119,7 @@ def test_headings_never_differs_from_parse_todo(lines: list[str], bom: bool, tai
     quick = todo_scan.headings(text)
     if quick is not None:
         assert quick == _outcome(text)
+        _fields_agree(text)
 
 
 def _canonical(count: int, *, extra: str = "") -> str:
@@ -125,10 +138,66 @@ def _canonical(count: int, *, extra: str = "") -> str:
         _canonical(50),
         _canonical(5, extra="A description line: with a colon\n### notes\n"),
         _canonical(5).replace("- Scope", "* SCOPE").replace("- Files", "files "),
+        _canonical(5).replace("- Files", "- Depends: x1, x2\n- Files").replace("t2: ", "t2:\t"),
+        "# Tasks\n\n## a: x\n- Purpose: p\n- Depends: none b\n- Risk: low\nmore\n### n\n",
     ],
 )
 def test_headings_answers_the_usual_files(text: str) -> None:
     assert todo_scan.headings(text) == _outcome(text)
+    _fields_agree(text)
+
+
+def test_the_documented_layout_is_read_with_its_fields() -> None:
+    text = "# Tasks\n\n## t0: Task 0\nplain\n\n" + "".join(
+        f"## t{i}: Task {i}\n- Purpose: p\n- Scope: s\n- Components: c\n- Depends: t0\n"
+        "- Files: f.py\n- Risk: LOW\n\n"
+        for i in range(1, 20)
+    )
+    quick = todo_scan.scan(text)
+    assert quick is not None and quick.has_fields
+    assert quick.missing_fields(0) == ("Purpose", "Scope", "Components")
+    assert quick.depends["t3"] == ("t0",) and "t0" not in quick.depends
+    _fields_agree(text)
+    assert todo_scan.scan(text + "## t0: again\n") is None  # t0 defined twice
+
+
+SLOTS = {
+    "Purpose": ["p", "", "  "],
+    "Scope": ["s", ""],
+    "Components": ["c"],
+    "Depends": ["a", "a, b c", "none", "", "Bad!", "main", "x..y", "self"],
+    "Files": ["f.py"],
+    "Risk": ["HIGH", "low", "", "huge", " Medium "],
+}
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c", "main", "Bad", "x.lock"]),
+            st.sampled_from(["T", "", " "]),
+            st.fixed_dictionaries({}, optional={k: st.sampled_from(v) for k, v in SLOTS.items()}),
+            st.sampled_from(["", "free text\n", "Note: x\n", "- Scope: again\n", "# Other\n"]),
+        ),
+        max_size=6,
+    )
+)
+def test_the_layout_never_differs_from_parse_todo(
+    entries: list[tuple[str, str, dict[str, str], str]],
+) -> None:
+    text = "".join(
+        f"## {name}: {title}\n"
+        + "".join(
+            f"- {key}: {(name if value == 'self' else value)}\n" for key, value in fields.items()
+        )
+        + tail
+        for name, title, fields, tail in entries
+    )
+    quick = todo_scan.headings(text)
+    if quick is not None:
+        assert quick == _outcome(text)
+        _fields_agree(text)
 
 
 @pytest.mark.parametrize(
@@ -136,8 +205,11 @@ def test_headings_answers_the_usual_files(text: str) -> None:
     [
         "## a: x\n- Purpose: p\n- purpose: q\n",  # repeated field
         "## a: x\n  * Scope: p\nnote\n-\tSCOPE: q\n",
-        "## a: x\n- Depends: b\n",  # Depends and Risk values are parse_todo's to check
-        "## a: x\n- Risk: HIGH\n",
+        "## a: x\n- Depends: a\n",  # depends on itself
+        "## a: x\n- Depends: Bad!\n",
+        "## a: x\n- Risk: HUGE\n",
+        "## a: x\nDepends: b\n",  # Depends outside the layout: parse_todo's to check
+        "## a: x\n- Risk: HIGH\n- Purpose: p\n",  # out of order: a repeat is not ruled out
         "## a: x\n## a: y\n",
         "## main: x\n",
         "## a: x\r\n",
@@ -441,5 +513,7 @@ def test_json_strings_are_escaped_as_json_dumps() -> None:
         indent=2,
         sort_keys=True,
     )  # fmt: skip
-    assert todo_fast._json(rows) == expected  # type: ignore[arg-type]
+    out = todo_fast._JsonRows()
+    out.add(*rows[0])
+    assert out.text() == expected
     assert re.search("[^\\x00-\\x7f]", expected) is None

@@ -38,11 +38,18 @@ TASK_COLUMNS = frozenset(
      "base_branch", "base_sha", "extra")
 )  # fmt: skip
 _DONE_STATES = ("COMPLETE", "CLEANUP")  # lifecycle._DONE_STATES
+# protocol/states.State's values (the test compares them): a lock is readable when its row's
+# state is one of them (core.current_state), without importing the enum.
+STATES = frozenset(
+    ("INIT", "CLASSIFIED", "REQUIREMENTS", "SYNTHESIS", "IMPLEMENTATION", "VALIDATION", "REVIEW",
+     "AWAITING_USER_APPROVAL", "SCOPE_NEGOTIATION", "COMPLETE", "CLEANUP")
+)  # fmt: skip
+_DONE_ROWS = "SELECT name FROM tasks WHERE state IN ('COMPLETE', 'CLEANUP')"
 _CHANGELOG_TASK = re.compile(r"^##[ \t]+([a-z0-9][a-z0-9._-]*):", re.MULTILINE)  # lifecycle's
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # not allowed in a TOML comment
 _ROWS = "SELECT name, state, session_id, lock_released_at FROM tasks"
 # Rows whose JSON columns say something, decoded one by one (most stores: none). A value of
-# another type than text in a column printed by --json makes _json raise (the engine answers).
+# another type than text in a column printed by --json makes _JsonRows raise (the engine answers).
 _ODD_ROWS = (
     "SELECT name, pending, extra FROM tasks "
     "WHERE (pending IS NOT NULL AND pending IS NOT 'null') OR extra IS NOT '{}'"
@@ -141,6 +148,7 @@ def _connect(state_dir: str) -> sqlite3.Connection:
 
 
 def _listing(*, json_out: bool) -> str:
+    from taskgate.protocol.todo_scan import scan
     from taskgate.store import snapshot
 
     state_dir, todo_path, changelog_path, tasks_root = _paths()
@@ -150,7 +158,13 @@ def _listing(*, json_out: bool) -> str:
         if os.path.exists(todo_path):
             raise _Unsure  # "is not UTF-8 text"
         text = ""
-    entries, todo = _entries(text)
+    quick = scan(text)
+    todo: Any = None  # protocol/todo.TodoList, parsed only when needed
+    if quick is None:
+        todo = _parse(text)
+        names, titles = [t.name for t in todo.tasks], [t.title for t in todo.tasks]
+    else:
+        names, titles = quick.names, quick.titles
     conn = _connect(state_dir)
     try:
         seen = snapshot.seen(state_dir)  # Engine._check_hook_snapshot
@@ -161,6 +175,7 @@ def _listing(*, json_out: bool) -> str:
         conn.execute("BEGIN")
         rows = {r[0]: r for r in conn.execute(_ROWS)}
         odd = conn.execute(_ODD_ROWS).fetchall()
+        done = {r[0] for r in conn.execute(_DONE_ROWS)}  # lifecycle._done_names
         conn.execute("COMMIT")
     finally:
         conn.close()
@@ -170,23 +185,26 @@ def _listing(*, json_out: bool) -> str:
 
         for name, pending, extra in odd:
             held[name] = (None if pending is None else json.loads(pending), json.loads(extra))
-    done = {n for n, r in rows.items() if r[1] in _DONE_STATES}
     done.update(_CHANGELOG_TASK.findall(_read(changelog_path) or ""))
     from taskgate.protocol.lockmatrix import decide
 
-    exists = _Worktrees(tasks_root).exists
-    valid = _states()
+    worktrees = _Worktrees(tasks_root)
+    dirs, exists = worktrees.dirs, worktrees.exists
+    valid = STATES
     get = rows.get
-    result = []
+    out = _JsonRows() if json_out else _TextRows(max(map(len, names), default=4))
+    add = out.add
     reasons: dict[str, str] | None = None
-    for name, title in entries:
+    for index, name in enumerate(names):
         row = get(name)
+        # lifecycle._Worktrees.exists: False without a stat when the listing lacks the name
+        worktree = exists(name) if dirs is None or name in dirs else False
         if row is not None and row[3] is None and name not in held:
             # Locked, nothing pending, nothing extra: most rows of a busy store.
             availability, rule, message = decide(
-                name, session, (row[2], row[1] in valid), exists(name), False, (), (), False
+                name, session, (row[2], row[1] in valid), worktree, False, (), (), False
             )
-            result.append((name, title, availability, rule, message, row[1], row[2]))
+            add(name, titles[index], availability, rule, message, row[1], row[2])
             continue
         pending = extra = None
         if row is not None and name in held:
@@ -197,13 +215,16 @@ def _listing(*, json_out: bool) -> str:
         done_row = row is not None and row[3] is not None and row[1] == "CLEANUP"
         missing: tuple[str, ...] = ()
         unmet: tuple[str, ...] = ()
-        worktree = exists(name)
         if lock is None and not done_row and not worktree:  # the fields matter only here
-            if todo is None:
-                todo = _parse(text)
-            entry = todo.get(name)
-            missing = entry.missing_fields
-            unmet = tuple(d for d in entry.depends if d not in done)
+            if quick is not None and quick.has_fields:
+                missing = quick.missing_fields(index)
+                depends = quick.depends.get(name, ())
+            else:
+                if todo is None:
+                    todo = _parse(text)
+                entry = todo.tasks[index]
+                missing, depends = entry.missing_fields, entry.depends
+            unmet = tuple(d for d in depends if d not in done)
         availability, rule, message = decide(
             name, session, lock, worktree, done_row, missing, unmet,
             bool(pending and pending.get("op") == "create_task_worktree"),
@@ -221,19 +242,8 @@ def _listing(*, json_out: bool) -> str:
             message = reasons.get(name) or message
         state = None if row is None else row[1]
         owner = None if row is None or row[3] is not None else row[2]
-        result.append((name, title, availability, rule, message, state, owner))
-    return _json(result) if json_out else _text(result)
-
-
-def _entries(text: str) -> tuple[list[tuple[str, str]], Any]:
-    """[(name, title)] and the parsed TodoList when it had to be parsed (else None)."""
-    from taskgate.protocol.todo_scan import headings
-
-    quick = headings(text)
-    if quick is not None:
-        return quick, None
-    todo = _parse(text)
-    return [(t.name, t.title) for t in todo.tasks], todo
+        add(name, titles[index], availability, rule, message, state, owner)
+    return out.text()
 
 
 def _parse(text: str) -> Any:
@@ -243,12 +253,6 @@ def _parse(text: str) -> Any:
         return parse_todo(text)
     except TodoError:
         raise _Unsure from None  # the engine's path reports it with the line
-
-
-def _states() -> frozenset[str]:
-    from taskgate.protocol.states import State
-
-    return frozenset(s.value for s in State)
 
 
 class _Worktrees:
@@ -270,12 +274,19 @@ class _Worktrees:
         return os.path.exists(os.path.join(self.root, name, "code"))
 
 
-def _text(rows: list[tuple[str, str, str, str, str, Any, Any]]) -> str:
+class _TextRows:
     """cmd_todo's text: name, availability and message, the names padded to one width."""
-    if not rows:
-        return "todo.md lists no tasks"
-    width = max(len(r[0]) for r in rows)
-    return "\n".join(f"{r[0]:<{width}}  {r[2]:<10}  {r[4]}" for r in rows)
+
+    def __init__(self, width: int) -> None:
+        self.lines: list[str] = []
+        self.width = width
+
+    def add(self, name: str, title: str, availability: str, rule: str, message: str,
+            state: Any, owner: Any) -> None:  # fmt: skip
+        self.lines.append(f"{name:<{self.width}}  {availability:<10}  {message}")
+
+    def text(self) -> str:
+        return "\n".join(self.lines) or "todo.md lists no tasks"
 
 
 _ROW = (
@@ -284,29 +295,33 @@ _ROW = (
 )
 
 
-def _json(rows: list[tuple[str, str, str, str, str, Any, Any]]) -> str:
+class _JsonRows:
     """json.dumps(records, indent=2, sort_keys=True, default=str) of cmd_todo's records, each
     value through the C encoder; a value that is neither str nor None (a store column of
     another type) raises TypeError, and the engine's path answers."""
-    if not rows:
-        return "[]"
-    from json.encoder import encode_basestring_ascii as q
 
-    quoted: dict[Any, str] = {None: "null"}  # availability, rule, state: a few values each
+    def __init__(self) -> None:
+        from json.encoder import encode_basestring_ascii
 
-    def c(value: Any) -> str:
-        text = quoted.get(value)
+        self.parts: list[str] = []
+        self.q = encode_basestring_ascii
+        self.quoted: dict[Any, str] = {None: "null"}  # availability, rule, state: a few values
+
+    def _c(self, value: Any) -> str:
+        text = self.quoted.get(value)
         if text is None:
-            text = quoted[value] = q(value)
+            text = self.quoted[value] = self.q(value)
         return text
 
-    return (
-        "[\n  "
-        + ",\n  ".join(
-            [
-                _ROW % (c(a), "null" if o is None else q(o), q(m), c(r), c(s), q(n), q(t))
-                for n, t, a, r, m, s, o in rows
-            ]
-        )
-        + "\n]"
-    )
+    def add(self, name: str, title: str, availability: str, rule: str, message: str,
+            state: Any, owner: Any) -> None:  # fmt: skip
+        q, c = self.q, self._c
+        self.parts.append(
+            _ROW % (c(availability), "null" if owner is None else q(owner), q(message), c(rule),
+                    c(state), q(name), q(title))
+        )  # fmt: skip
+
+    def text(self) -> str:
+        if not self.parts:
+            return "[]"
+        return "[\n  " + ",\n  ".join(self.parts) + "\n]"
