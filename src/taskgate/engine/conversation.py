@@ -37,6 +37,7 @@ from taskgate.protocol.messages import (
     MessageClass,
     MessageKind,
     judge,
+    unpresented_note,
 )
 from taskgate.protocol.states import State
 from taskgate.protocol.violations import Violation
@@ -144,10 +145,7 @@ def record_human_message(
         else:
             verdict, checkpoint, unpresented = judge(text, state=state, checkpoint=checkpoint)
             if unpresented and not note and waiting is not None:
-                note = (
-                    f"not counted as an approval: the {_KIND_OF[waiting]} has not been presented "
-                    f"since it last changed (R-CKP-04); run 'taskgate present {task}' first"
-                )
+                note = unpresented_note(_KIND_OF[waiting], task)
         said = _Said(engine, tx, snap, verdict, checkpoint, provenance, text, note)
         if verdict.kind is MessageKind.APPROVAL:
             return said.approval()

@@ -13,12 +13,14 @@ Taken only where the engine's step would do exactly this and nothing more:
 
 - the store is this machine's SQLite with the current schema (hook_tx refuses anything else),
   the hook snapshot not ahead of it and the views not ahead of it (StoreLost is the engine's);
-- the session holds exactly one task, in a known state that waits at no checkpoint (in
-  SYNTHESIS and AWAITING_USER_APPROVAL the message is judged against the presentation in
-  force: the engine reads it);
+- the session holds exactly one task, in a known state; in SYNTHESIS and
+  AWAITING_USER_APPROVAL the message is judged against the presentation in force, read as
+  engine/checkpoints.current_presentation reads it (the last presentation no later event
+  voided);
 - the verdict, from protocol/messages.judge (the function the engine's path calls), is an
   interruption: not an approval, a change request or a resumption (those move the state,
-  reset the checkpoint or re-read the task: the engine's path);
+  reset the checkpoint or re-read the task: the engine's path); an approval of a checkpoint
+  not presented since it changed stays an interruption with the engine's R-CKP-04 note;
 - no agent invocation is open (the engine's step closes the dead ones first) and the
   effect check of a watched session finds nothing (the step's `before_step` would quarantine);
 - no crash point is armed (tests) and this is no command the agent door forwarded.
@@ -45,8 +47,8 @@ if TYPE_CHECKING:
 
 HUMAN_PROMPT = "human-prompt"  # engine/checkpoints.HUMAN_PROMPT (a test checks they agree)
 MAX_MESSAGE_CHARS = 100_000  # engine/conversation.MAX_MESSAGE_CHARS (likewise)
-# The states with a checkpoint (engine/conversation judges against the presentation in force).
-_AT_CHECKPOINT = frozenset({"SYNTHESIS", "AWAITING_USER_APPROVAL"})
+# The checkpoint each state waits at (engine/checkpoints.CHECKPOINT_STATE, reversed).
+_CHECKPOINT_KIND = {"SYNTHESIS": "plan", "AWAITING_USER_APPROVAL": "changes"}
 _DOOR_RECORD_VAR = "TASKGATE_DOOR_RECORD"  # engine/core.DOOR_RECORD_VAR
 
 
@@ -95,7 +97,7 @@ def _effects_clean(layout: Layout, session: str) -> bool:
 
 def _record(layout: Layout, session: str, prompt: str) -> str | None:
     from taskgate.hooks.quick import _engine_path, _errors, _rebaseline
-    from taskgate.protocol.messages import Checkpoint, MessageKind, judge
+    from taskgate.protocol.messages import Checkpoint, MessageKind, judge, unpresented_note
     from taskgate.protocol.states import State
     from taskgate.store import canon, hook_tx, snapshot
 
@@ -112,19 +114,21 @@ def _record(layout: Layout, session: str, prompt: str) -> str | None:
                 # several: dispatch._on_owned_task); the engine decides.
                 raise hook_tx.Unusable(f"the session holds {len(owned)} tasks")
             name, state_name, seq = owned[0]
-            if state_name in _AT_CHECKPOINT:
-                raise hook_tx.Unusable(f"{state_name}: judged against the presentation")
             try:
                 state = State(state_name)
             except ValueError:
                 raise hook_tx.Unusable(f"unknown state {state_name!r}") from None
+            kind = _CHECKPOINT_KIND.get(state_name)
+            pending = Checkpoint.NONE
+            if kind is not None and _presented(conn, name, kind, tx.loads):
+                pending = Checkpoint.PLAN if kind == "plan" else Checkpoint.CHANGES
             rendered = hook_tx.view_seq(os.path.join(layout.tasks_root, name))
             if rendered is not None and rendered > seq:
                 raise hook_tx.Unusable(f"task.json rendered at seq {rendered}, store at {seq}")
             if _open_invocations(conn, name, tx.loads):
                 raise hook_tx.Unusable("an agent invocation is open: the step may close it")
-            verdict, checkpoint, _ = judge(prompt, state=state, checkpoint=Checkpoint.NONE)
-            if checkpoint is not Checkpoint.NONE or not verdict.keeps_state:
+            verdict, checkpoint, unpresented = judge(prompt, state=state, checkpoint=pending)
+            if not verdict.keeps_state:
                 raise hook_tx.Unusable(f"{verdict.kind}: the engine's path moves the task")
             if verdict.kind is MessageKind.RESUMPTION:
                 raise hook_tx.Unusable("a resumption: the engine's path writes it")
@@ -153,8 +157,41 @@ def _record(layout: Layout, session: str, prompt: str) -> str | None:
     write(layout.repo, layout.common_dir, name, *anchored)  # a person's message: a checkpoint
     _rebaseline(layout, session, name)
     # hooks/record.handle_prompt's text for an interruption (the state stays where it was).
-    text = f"taskgate: task '{name}' [{verdict.kind.value}] State: {state}. {verdict.response}"
+    response = verdict.response
+    if unpresented and kind is not None:
+        response += f"\nNote: {unpresented_note(kind, name)}"
+    text = f"taskgate: task '{name}' [{verdict.kind.value}] State: {state}. {response}"
     return text.rstrip()
+
+
+def _presented(conn: Any, task: str, kind: str, loads: Any) -> bool:
+    """engine/checkpoints.current_presentation(snap, kind) is not None: a presentation of
+    `kind` that no later event voided (`_voids` there: a new visit to the checkpoint's state,
+    an agent added for the plan, a change request of that kind), in event order."""
+    rows = conn.execute(
+        "SELECT kind, payload FROM events WHERE task = ? AND kind IN "
+        "('presentation', 'transition', 'agent_added', 'change_request') ORDER BY seq DESC",
+        (task,),
+    )
+    wanted = "SYNTHESIS" if kind == "plan" else "AWAITING_USER_APPROVAL"
+    for event, payload in rows:
+        data = loads(payload)
+        if not isinstance(data, dict):
+            data = {}
+        if event == "presentation" and data.get("kind") == kind:
+            row = conn.execute(
+                "SELECT 1 FROM presentations WHERE task = ? AND kind = ? LIMIT 1", (task, kind)
+            ).fetchone()
+            return row is not None  # snap.latest_presentation(kind)
+        if event == "transition":
+            if data.get("to") == wanted:
+                return False
+        elif event == "agent_added":
+            if kind == "plan":
+                return False
+        elif event == "change_request" and data.get("kind") == kind:
+            return False
+    return False
 
 
 def _open_invocations(conn: Any, task: str, loads: Any) -> bool:

@@ -477,3 +477,12 @@ def judge(
         elif early.kind is MessageKind.APPROVAL:
             unpresented = True
     return verdict, checkpoint, unpresented
+
+
+def unpresented_note(kind: str, task: str) -> str:
+    """Why words that would approve the `kind` checkpoint ("plan", "changes") did not: it was
+    not presented since it last changed (R-CKP-04; `judge` says when)."""
+    return (
+        f"not counted as an approval: the {kind} has not been presented "
+        f"since it last changed (R-CKP-04); run 'taskgate present {task}' first"
+    )
