@@ -485,8 +485,9 @@ def test_the_presentation_in_force_is_read_as_the_engine_reads_it(
         conn.execute("DELETE FROM events WHERE task = ?", (TASK,))
         conn.execute("DELETE FROM presentations WHERE task = ?", (TASK,))
         for kind, payload in events:
+            row = (TASK, NOW, kind, json.dumps(payload))
             conn.execute("INSERT INTO events (task, at, kind, payload, prev_hash, hash) "
-                         "VALUES (?, ?, ?, ?, '', '')", (TASK, NOW, kind, json.dumps(payload)))  # fmt: skip
+                         "VALUES (?, ?, ?, ?, '', '')", row)  # fmt: skip
         if rows:
             for kind in ("plan", "changes"):
                 conn.execute("INSERT INTO presentations (task, kind, bound_to, at) "
