@@ -1,19 +1,28 @@
 """Wall time of `taskgate demo --yes` and where it goes: taskgate itself, git, the build, and the
 agents (issue 6).
 
-Run: python bench/demo_time.py [runs]
+Run: python bench/demo_time.py [runs] [--against=DIR]
 
 The demo runs in this process so the helpers can be timed: agent batches are timed around the
 runner's parallel invocation (wall time, so parallel agents are not double counted), git and
 the build around their subprocess calls made outside agent batches. taskgate's own share is
 the rest.
+
+With --against=DIR (another checkout, e.g. `git worktree add --detach /tmp/before main`): each
+run is a fresh process on this tree or on DIR's src (this script's timing either way),
+alternating, after one untimed run in that process (imports); the CPU time of the process
+(user + sys, its threads included, not its git and build children) is printed too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -24,7 +33,10 @@ from typing import Any
 
 from common import ROOT
 
-sys.path.insert(0, str(ROOT / "src"))
+# --tree=DIR (a child of --against): that checkout's src instead of this one's
+sys.path.insert(
+    0, str(next((Path(a[7:]).resolve() for a in sys.argv if a[:7] == "--tree="), ROOT) / "src")
+)
 
 from taskgate.agents import build_sandbox
 from taskgate.cli.main import main
@@ -103,32 +115,87 @@ def one_run() -> dict[str, float]:
         COUNTS[key] = 0
     target = Path(tempfile.mkdtemp(prefix="taskgate-bench-demo-")) / "textkit"
     start = time.perf_counter()
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(["demo", "--dir", str(target), "--yes"])
     total = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_SELF)
     assert code == 0, f"demo failed ({code}):\n{out.getvalue()[-2000:]}\n{err.getvalue()}"
     own = total - sum(TIMES.values())
-    return {"total": total, **TIMES, "taskgate": own, **{f"n_{k}": v for k, v in COUNTS.items()}}
+    return {
+        "total": total,
+        **TIMES,
+        "taskgate": own,
+        "cpu": after.ru_utime - cpu.ru_utime + after.ru_stime - cpu.ru_stime,
+        **{f"n_{k}": v for k, v in COUNTS.items()},
+    }
 
 
-def main_bench() -> int:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+def _instrument() -> None:
     git_cmd.run = _timed("git", git_cmd.run, main_thread_only=True)  # type: ignore[assignment]
     # The build runs through the build sandbox (issue 14); the git it runs there is the build's.
     build_sandbox.Confinement.run = _build(build_sandbox.Confinement.run)  # type: ignore[method-assign]
     pool_mod.AgentPool.invoke_all = _agents(pool_mod.AgentPool.invoke_all)  # type: ignore[method-assign]
     pool_mod.invoke = _agents(pool_mod.invoke)  # type: ignore[assignment]
     views_mod._write_view = _counted("views", views_mod._write_view)  # type: ignore[assignment]
-    results = [one_run() for _ in range(runs)]
-    print(f"taskgate demo --yes, {runs} runs (two tasks: HIGH code + LOW docs), median:")
+
+
+def _report(title: str, results: list[dict[str, float]]) -> None:
+    print(title)
+    total = statistics.median(r["total"] for r in results)
     for key in ("total", "taskgate", "git", "agents", "build"):
         value = statistics.median(r[key] for r in results)
-        share = value / statistics.median(r["total"] for r in results) * 100
-        print(f"  {key:<9} {value:6.2f} s  {share:5.1f} %")
+        print(f"  {key:<9} {value:6.2f} s  {value / total * 100:5.1f} %")
     git_runs = statistics.median(r["n_git"] for r in results)
     view_writes = statistics.median(r["n_views"] for r in results)
     print(f"  taskgate's own git processes: {git_runs:.0f}; view files written: {view_writes:.0f}")
+    cpu = statistics.median(r["cpu"] for r in results)
+    print(f"  CPU of the process (user+sys): {cpu:.2f} s")
+
+
+def _child(tree: Path) -> dict[str, float]:
+    """One timed run in a fresh process on `tree`'s src (after an untimed one)."""
+    result = subprocess.run(
+        [sys.executable, __file__, "--child", f"--tree={tree}"],
+        cwd=Path(__file__).parent,
+        env={k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    data: dict[str, float] = json.loads(result.stdout.strip().splitlines()[-1])
+    return data
+
+
+def versus(runs: int, other: Path) -> int:
+    print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
+    mine: list[dict[str, float]] = []
+    theirs: list[dict[str, float]] = []
+    for _ in range(runs):
+        mine.append(_child(ROOT))
+        theirs.append(_child(other))
+    title = f"taskgate demo --yes, {runs} runs (two tasks: HIGH code + LOW docs), median:"
+    _report(f"this tree: {title}", mine)
+    _report(f"{other}: {title}", theirs)
+    print(f"load average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
+    return 0
+
+
+def main_bench() -> int:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    runs = int(args[0]) if args else 3
+    against = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--against=")), "")
+    if against:
+        return versus(runs, Path(against).resolve())
+    _instrument()
+    if "--child" in sys.argv:
+        one_run()  # imports and first-use caches, untimed
+        print(json.dumps(one_run()))
+        return 0
+    results = [one_run() for _ in range(runs)]
+    _report(f"taskgate demo --yes, {runs} runs (two tasks: HIGH code + LOW docs), median:", results)
     return 0
 
 

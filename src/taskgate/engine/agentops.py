@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from taskgate import failpoints
@@ -93,6 +94,32 @@ def set_status(
         return row
 
     return engine.step(task, body)
+
+
+def set_working(engine: Engine, task: str, retries: dict[str, bool]) -> list[AgentRow]:
+    """`set_status(A, "WORKING", retry=...)` for each agent of a batch (agent -> retry) in ONE
+    step, each written as `set_status` writes it (issue 18: a step each was a commit each).
+    When the step is refused it wrote nothing, and they are recorded one step each, as before."""
+
+    def body_for(work: dict[str, bool]) -> Callable[[Tx, TaskSnapshot], list[AgentRow]]:
+        def body(tx: Tx, snap: TaskSnapshot) -> list[AgentRow]:
+            rows, extra = [], dict(snap.task.extra)
+            for agent, retry in work.items():
+                current = replace(snap, task=replace(snap.task, extra=extra))
+                row, extra = _record_status(engine, tx, current, _agent_name(agent),
+                                            AgentStatus.WORKING, retry=retry)  # fmt: skip
+                rows.append(row)
+            engine.touch(tx, snap, extra=extra)
+            return rows
+
+        return body
+
+    if len(retries) > 1:
+        try:
+            return engine.step(task, body_for(retries))
+        except (Refused, UsageError):
+            pass
+    return [engine.step(task, body_for({a: r}))[0] for a, r in retries.items()]
 
 
 def _record_status(
@@ -240,6 +267,21 @@ def _record_verdict(
     return row
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """One invocation's outcome as `finish` records it (see there)."""
+
+    agent: str
+    status: str
+    message: str = ""
+    work_remaining: bool | None = None
+    no_change: str = ""
+    commits: tuple[str, ...] = ()
+    decision: tuple[str, str] | None = None
+    extra: dict[str, Any] | None = None
+    uncount: bool = False
+
+
 def finish(
     engine: Engine,
     task: str,
@@ -259,23 +301,55 @@ def finish(
     commits it made and the completion record commit together, so no state has a verdict
     without its invocation finished, or a finished reviewer without its verdict. `uncount`
     takes back the retry saved for an invocation whose program never started."""
-    status = _status(status_text)
-    verdict_of = _decision(*decision) if decision is not None else None
+    outcome = Outcome(agent, status_text, message, work_remaining, no_change, commits,
+                      decision, extra, uncount)  # fmt: skip
+    return engine.step(task, _finish_body(engine, task, [outcome]))[0]
 
-    def body(tx: Tx, snap: TaskSnapshot) -> AgentRow:
-        if verdict_of is not None and decision is not None:
-            _record_verdict(engine, tx, snap, agent, verdict_of, decision[1])
-            failpoints.hit("agent:after-verdict")  # the boundary of two steps before issue 16
-        row, facts = _record_status(engine, tx, snap, agent, status, message=message,
-                                    work_remaining=work_remaining, no_change=no_change,
-                                    commits=commits, uncount=uncount)  # fmt: skip
-        if extra:
-            engine.event(tx, task, "agent_facts", {"agent": agent, **extra})
-            facts.update(extra)
+
+def finish_many(engine: Engine, task: str, outcomes: Sequence[Outcome]) -> list[AgentRow]:
+    """The outcomes of one batch of invocations (distinct agents) in ONE step, each written as
+    `finish` writes it (issue 18: a step each was a commit, an fsync and a render each). When
+    the step is refused (an agent left files behind, a report is missing, ...) it wrote
+    nothing, and they are recorded one step each, as `finish` does: the others stand and the
+    refused one raises exactly as it did alone."""
+    if len({o.agent for o in outcomes}) != len(outcomes):
+        raise UsageError("one outcome per agent in a batch")
+    if len(outcomes) > 1:
+        try:
+            return engine.step(task, _finish_body(engine, task, outcomes))
+        except (Refused, UsageError):
+            pass
+    return [engine.step(task, _finish_body(engine, task, [o]))[0] for o in outcomes]
+
+
+def _finish_body(
+    engine: Engine, task: str, outcomes: Sequence[Outcome]
+) -> Callable[[Tx, TaskSnapshot], list[AgentRow]]:
+    parsed = [
+        (o, _status(o.status), _decision(*o.decision) if o.decision is not None else None)
+        for o in outcomes
+    ]
+
+    def body(tx: Tx, snap: TaskSnapshot) -> list[AgentRow]:
+        rows = []
+        facts = dict(snap.task.extra)
+        for o, status, verdict_of in parsed:
+            # Each outcome sees the facts the ones before it recorded, as separate steps did.
+            current = replace(snap, task=replace(snap.task, extra=facts))
+            if verdict_of is not None and o.decision is not None:
+                _record_verdict(engine, tx, current, o.agent, verdict_of, o.decision[1])
+                failpoints.hit("agent:after-verdict")  # the boundary of two steps before issue 16
+            row, facts = _record_status(engine, tx, current, o.agent, status, message=o.message,
+                                        work_remaining=o.work_remaining, no_change=o.no_change,
+                                        commits=o.commits, uncount=o.uncount)  # fmt: skip
+            if o.extra:
+                engine.event(tx, task, "agent_facts", {"agent": o.agent, **o.extra})
+                facts.update(o.extra)
+            rows.append(row)
         engine.touch(tx, snap, extra=facts)
-        return row
+        return rows
 
-    return engine.step(task, body)
+    return body
 
 
 def assign_round(engine: Engine, task: str, work: dict[str, tuple[str, bool]]) -> None:

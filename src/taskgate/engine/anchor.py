@@ -48,6 +48,7 @@ def ref(task: str) -> str:
 
 def anchor(engine: Engine, task: str) -> None:
     """Add a commit naming the task's audit chain head to its anchor history."""
+    engine.flush_views()  # the views' store record holds the anchored head (engine/rebuild.py)
     snap = engine.snapshot(task)
     if snap is None or not snap.events:
         return

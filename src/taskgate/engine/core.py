@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from taskgate import failpoints
@@ -89,6 +89,8 @@ class Engine:
     # The agent door's record of the command this process runs for an agent (issue 14).
     door: JSON | None = field(default_factory=door_record_from_env)
     _store: Store | None = None
+    # Inside `views_deferred`: task -> the newest snapshot committed or read, not rendered yet.
+    _pending_views: dict[str, TaskSnapshot] | None = None
 
     @property
     def store(self) -> Store:
@@ -196,7 +198,7 @@ class Engine:
             raise Corrupted(str(exc), hint="run 'taskgate recover'") from exc
         check_history(self.ws, task, rendered, snap)
         if snap is not None:
-            self._refresh_views(snap)
+            self._views_of(snap, force=False)
         return snap
 
     def require_snapshot(self, task: str) -> TaskSnapshot:
@@ -250,7 +252,7 @@ class Engine:
         self.committed()
         failpoints.hit("step:after-commit")
         if after is not None:
-            self._refresh_views(after, force=True)
+            self._views_of(after, force=True)
         quarantine.after_step(self, task)
         return result
 
@@ -291,6 +293,51 @@ class Engine:
     def touch(self, tx: Tx, snap: TaskSnapshot, **changes: object) -> TaskRow:
         """Compare-and-swap update of the task row (bumps seq, sets updated_at)."""
         return tx.update_task(snap.task.name, snap.task.seq, updated_at=self.now(), **changes)
+
+    @contextlib.contextmanager
+    def views_deferred(self) -> Iterator[None]:
+        """Render the views of the steps taken inside once, when the block ends (issue 18).
+
+        Outside this block every step renders its views after its commit. Inside it they are
+        rendered at the end, or earlier by `flush_views`, which runs before anything outside
+        this process may read them (an agent is started, an anchor is written to git). A crash
+        in between leaves the views behind the store, never ahead of it, exactly as a crash
+        between a commit and its rendering does: the next command re-renders them.
+        """
+        if self._pending_views is not None:  # nested: the outermost block renders
+            yield
+            return
+        self._pending_views = {}
+        try:
+            yield
+        finally:
+            try:
+                self.flush_views()
+            finally:
+                self._pending_views = None
+
+    def flush_views(self) -> None:
+        """Render the views `views_deferred` holds back, now."""
+        pending = self._pending_views
+        while pending:
+            _, snap = pending.popitem()
+            self._refresh_views(snap, force=True)
+
+    def _views_of(self, snap: TaskSnapshot, *, force: bool) -> None:
+        """After a commit (`force`) or a read: render, or hold back inside `views_deferred`."""
+        pending = self._pending_views
+        name = snap.task.name
+        if pending is None:
+            self._refresh_views(snap, force=force)
+        elif force or name in pending:  # the newest snapshot of a held-back task is rendered
+            held = pending.get(name)
+            if held is None or (snap.task.seq, len(snap.events)) >= (
+                held.task.seq,
+                len(held.events),
+            ):
+                pending[name] = snap
+        else:
+            self._refresh_views(snap)
 
     def _refresh_views(self, snap: TaskSnapshot, *, force: bool = False) -> None:
         try:

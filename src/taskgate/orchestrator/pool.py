@@ -64,9 +64,10 @@ class AgentPool:
                 )
             )
         self.stop_if_not_startable(requests)  # before anything is recorded: no attempt used
+        # WORKING for the whole batch in one step (issue 18; a step each before)
+        agentops.set_working(self.engine, self.task, {r.agent: r.agent in retry for r in requests})
         for request in requests:
             agent, attempt = request.agent, request.attempt
-            agentops.set_status(self.engine, self.task, agent, "WORKING", retry=agent in retry)
             self.progress.timeline.invocations += 1
             self.progress.timeline.retries += 1 if agent in retry else 0
             self.progress.emit(
@@ -77,6 +78,7 @@ class AgentPool:
                 mode=mode.value,
                 attempt=attempt,
             )
+        self.engine.flush_views()  # the agents (and their hooks) read current views
         with ThreadPoolExecutor(max_workers=max(1, self.parallel)) as pool:
             try:
                 results = list(pool.map(invoke, requests))
@@ -125,72 +127,61 @@ class AgentPool:
             mode=mode.value,
             attempt=attempt,
         )
+        self.engine.flush_views()  # the agent (and its hooks) read current views
         result = invoke(request)
         confinement.record(self.engine, self.task, mode, [(agent, result)])  # issue 14
         return result
 
     def record(self, agent: str, result: AgentResult, *, review: bool = False) -> None:
-        """Record one agent's outcome through the engine in ONE step (issue 16): in REVIEW
-        (`review`) its decision and scope concern commit with its completion.
+        """Record one agent's outcome through the engine in ONE step (see `record_all`)."""
+        self.record_all([(agent, result)], review=review)
+
+    def record_all(
+        self, results: Sequence[tuple[str, AgentResult]], *, review: bool = False
+    ) -> None:
+        """Record a batch of agents' outcomes through the engine in ONE step (issue 16; one
+        step for the batch since issue 18, agentops.finish_many): in REVIEW (`review`) each
+        decision and scope concern commits with its completion.
 
         An agent that wrote outside its worktree is recorded as ERROR and the run stops: the
-        stray changes are someone's work, and taskgate never guesses with it (R-WTB-02).
+        stray changes are someone's work, and taskgate never guesses with it (R-WTB-02). The
+        agents after it in the batch are not recorded, as when each had its own step.
         """
-        if result.ok:
-            decision = extra = None
-            if review and result.verdict is not None:
-                why = result.reason or result.message or f"{agent} gave no reason"
-                decision = (result.verdict.value, why)
-                if result.scope is not None:
-                    extra = {f"scope_{agent}": result.scope.to_json()}
-            agentops.finish(
-                self.engine,
+        batch: list[tuple[str, AgentResult]] = []
+        for agent, result in results:
+            batch.append((agent, result))
+            if _escaped(result):
+                break
+        if batch:
+            agentops.finish_many(
+                self.engine, self.task, [_outcome(a, r, review=review) for a, r in batch]
+            )
+        for agent, result in batch:
+            escaped = _escaped(result)
+            if escaped:
+                why = f"{agent} changed {escaped}"
+                notes.record_stop(self.engine, self.task, "agent-escaped", why,
+                                  f"git -C {escaped} status")  # fmt: skip
+                raise NeedsHuman(
+                    escalation_message(
+                        self.task,
+                        issue=f"{agent} changed {escaped}, outside its own worktree (R-WTB-02)",
+                        state=self.engine.require_snapshot(self.task).task.state,
+                        attempts="none: the change is left exactly as the agent made it",
+                        impact=f"uncommitted changes in {escaped} that no protocol step made",
+                        option1=f"Inspect them (git -C {escaped} status), keep or discard "
+                        f"them, then taskgate run {self.task}",
+                        option2="Fix the agent's configuration so it works only in its worktree",
+                    ),
+                    hint=f"git -C {escaped} status",
+                )
+            self.progress.emit(
+                "agent-result",
                 self.task,
-                agent,
-                "COMPLETE",
-                message=result.message[:500],
-                work_remaining=result.work_remaining,
-                no_change=result.no_change if not result.commits else "",
-                commits=tuple(c.sha for c in result.commits),
-                decision=decision,
-                extra=extra,
+                f"{agent}: {result.status}" + (f" - {result.reason}" if result.reason else ""),
+                agent=agent,
+                status=result.status.value,
             )
-        else:
-            status = "BLOCKED" if result.status is ResultStatus.BLOCKED else "ERROR"
-            agentops.finish(
-                self.engine,
-                self.task,
-                agent,
-                status,
-                message=(result.reason or result.message)[:500],
-                # An agent whose program could not even be started made no attempt (R-AST-07
-                # counts attempts): the retry saved before it is taken back (issue 16).
-                uncount=never_ran(result) and bool(result.meta.get("retry_counted")),
-            )
-        escaped = result.meta.get("escaped") if not result.ok else None
-        if escaped:
-            notes.record_stop(self.engine, self.task, "agent-escaped",
-                              f"{agent} changed {escaped}", f"git -C {escaped} status")  # fmt: skip
-            raise NeedsHuman(
-                escalation_message(
-                    self.task,
-                    issue=f"{agent} changed {escaped}, outside its own worktree (R-WTB-02)",
-                    state=self.engine.require_snapshot(self.task).task.state,
-                    attempts="none: the change is left exactly as the agent made it",
-                    impact=f"uncommitted changes in {escaped} that no protocol step made",
-                    option1=f"Inspect them (git -C {escaped} status), keep or discard them, "
-                    f"then taskgate run {self.task}",
-                    option2="Fix the agent's configuration so it works only in its worktree",
-                ),
-                hint=f"git -C {escaped} status",
-            )
-        self.progress.emit(
-            "agent-result",
-            self.task,
-            f"{agent}: {result.status}" + (f" - {result.reason}" if result.reason else ""),
-            agent=agent,
-            status=result.status.value,
-        )
 
     def run_phase(self, mode: Mode) -> None:
         """Partial-completion handling (RULES §8): re-invoke missing/ERROR/TIMEOUT agents,
@@ -206,8 +197,7 @@ class AgentPool:
             todo = [line.agent for line in report.lines if line.condition != "COMPLETE"]
             retry = [a for a in todo if (row := snap.agent(a)) is not None and row.status]
             results = self.invoke_all(snap, todo, mode, retry=retry)
-            for agent, result in results.items():
-                self.record(agent, result)
+            self.record_all(list(results.items()))
             self.stop_if_misconfigured(results)
 
     def stop_if_exhausted(self, report: PartialReport) -> None:
@@ -294,6 +284,38 @@ class AgentPool:
             ),
             hint=f"after fixing taskgate.toml: taskgate run {self.task}",
         )
+
+
+def _escaped(result: AgentResult) -> str:
+    """The path an agent that failed changed outside its worktree ('' when none)."""
+    return "" if result.ok else str(result.meta.get("escaped") or "")
+
+
+def _outcome(agent: str, result: AgentResult, *, review: bool) -> agentops.Outcome:
+    """What `finish` records of one invocation's result."""
+    if not result.ok:
+        status = "BLOCKED" if result.status is ResultStatus.BLOCKED else "ERROR"
+        # An agent whose program could not even be started made no attempt (R-AST-07
+        # counts attempts): the retry saved before it is taken back (issue 16).
+        uncount = never_ran(result) and bool(result.meta.get("retry_counted"))
+        message = (result.reason or result.message)[:500]
+        return agentops.Outcome(agent, status, message=message, uncount=uncount)
+    decision = extra = None
+    if review and result.verdict is not None:
+        why = result.reason or result.message or f"{agent} gave no reason"
+        decision = (result.verdict.value, why)
+        if result.scope is not None:
+            extra = {f"scope_{agent}": result.scope.to_json()}
+    return agentops.Outcome(
+        agent,
+        "COMPLETE",
+        message=result.message[:500],
+        work_remaining=result.work_remaining,
+        no_change=result.no_change if not result.commits else "",
+        commits=tuple(c.sha for c in result.commits),
+        decision=decision,
+        extra=extra,
+    )
 
 
 def never_ran(result: AgentResult) -> bool:

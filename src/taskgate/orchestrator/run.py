@@ -89,11 +89,13 @@ def run_one(
     engine.setup_runner = setup_sandbox.runner(
         parse_agents_config(engine.ws.config.agents, engine.ws.repo)
     )
-    result = lifecycle.start(engine, task)
-    progress.emit("start", task, f"{result.action} (state {result.state})", action=result.action)
-    if result.state == "CLEANUP":  # an interrupted cleanup that start finished (issue 16)
-        return result.state
-    lifecycle.take_process_lease(engine, task)
+    with engine.views_deferred():  # rendered once, before the runner starts (issue 18)
+        result = lifecycle.start(engine, task)
+        progress.emit("start", task, f"{result.action} (state {result.state})",
+                      action=result.action)  # fmt: skip
+        if result.state == "CLEANUP":  # an interrupted cleanup that start finished (issue 16)
+            return result.state
+        lifecycle.take_process_lease(engine, task)
     engine.cwd = engine.ws.task_worktree(task)  # the seeds' cwd checks (R-TRN-09/10)
     agents = parse_agents_config(engine.ws.config.agents, engine.ws.repo)
     warning = confinement.notice(agents)  # unconfined agents: said on every run (issue 14)

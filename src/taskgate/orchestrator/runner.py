@@ -46,7 +46,15 @@ class Runner:
     # -- the loop --------------------------------------------------------------------------------
 
     def run(self) -> str:
-        """Run to CLEANUP and return the final state; NeedsHuman at checkpoints and escalations."""
+        """Run to CLEANUP and return the final state; NeedsHuman at checkpoints and escalations.
+
+        The views of its steps are rendered when it returns or stops, and before an agent
+        starts, an anchor is written or the person is asked (Engine.views_deferred; issue 18:
+        rendering them after every step was a third of taskgate's own time in the demo)."""
+        with self.engine.views_deferred():
+            return self._run()
+
+    def _run(self) -> str:
         stop = notes.take_stop(self.engine, self.task)  # resets the budgets its cause used
         if stop is not None:  # the person dealt with the cause: resume with fresh budgets
             self.progress.emit("resume", self.task, f"resuming after {stop.get('cause')}",
@@ -133,6 +141,7 @@ class Runner:
         if taskmd.plan_section(text) is None or plan_feedback:
             self._write_plan(snap)
         shown = checkpoints.present(self.engine, self.task)
+        self.engine.flush_views()  # the person may look at them while deciding
         self.progress.finish()  # the prompt gets a clean line
         decision = self.approver.decide(self.task, "plan", shown.text)
         self._apply_decision("plan", decision)
@@ -287,9 +296,7 @@ class Runner:
         results = self.pool.invoke_all(snap, agents, Mode.IMPLEMENTATION, retry=retry)
         ok = [a for a, r in results.items() if r.ok]
         conflicts = self._merge(ok) if ok else []
-        for agent, result in results.items():
-            if agent not in conflicts:
-                self.pool.record(agent, result)
+        self.pool.record_all([(a, r) for a, r in results.items() if a not in conflicts])
         if conflicts:
             self._conflicted(conflicts)
         self.pool.stop_if_misconfigured(results)  # recorded first: no invocation left open
@@ -330,8 +337,7 @@ class Runner:
         head_verdicts = {v.agent for v in snap.verdicts if v.round == self._review_round(snap)}
         todo = [a for a in snap.task.required_agents if a not in head_verdicts]  # R-REV-07
         results = self.pool.invoke_all(snap, todo, Mode.REVIEW) if todo else {}
-        for agent, result in results.items():  # verdict + completion: one step each
-            self.pool.record(agent, result, review=True)
+        self.pool.record_all(list(results.items()), review=True)  # verdicts + completions
         snap = self.engine.require_snapshot(self.task)
         verdicts = {v.agent: v for v in snap.verdicts if v.round == self._review_round(snap)}
         missing = [a for a in snap.task.required_agents if a not in verdicts]
@@ -417,6 +423,7 @@ class Runner:
             self._complete()
             return
         shown = checkpoints.present(self.engine, self.task)
+        self.engine.flush_views()  # the person may look at them while deciding
         self.progress.finish()  # the prompt gets a clean line
         decision = self.approver.decide(self.task, "changes", shown.text)
         self._apply_decision("changes", decision)

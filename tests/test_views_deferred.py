@@ -1,0 +1,160 @@
+"""Views rendered once for many steps (issue 18): inside `Engine.views_deferred` a step's views
+are held back and rendered when the block ends, or earlier by `flush_views`, which `run` calls
+before anything outside the process reads them: an agent starts, an anchor goes to git, the
+person is asked. Killed in between, the views are behind the store, never ahead of it, and the
+next command renders them, as after a kill between a commit and its rendering.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Repo
+from store_kinds import query
+from taskgate.cli.main import main
+from taskgate.engine import agentops, anchor, views
+from taskgate.engine.core import Engine
+from taskgate.engine.workspace import find_workspace
+from taskgate.errors import Refused
+from taskgate.orchestrator import pool
+from test_faults_resume import SLUG, _finished
+from test_run import sample
+
+TASK = "add-login"
+
+
+def _view(repo: Repo, task: str = TASK) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((repo.task_dir(task) / "task.json").read_text())
+    return data
+
+
+def _store_seq(repo: Repo, task: str = TASK) -> int:
+    return int(query(repo.path, "SELECT seq FROM tasks WHERE name = ?", task)[0]["seq"])
+
+
+@pytest.fixture
+def requirements(repo: Repo) -> Repo:
+    repo.ok("start", TASK)
+    wt = repo.worktree(TASK)
+    repo.ok("classify", TASK, cwd=wt)
+    repo.ok("transition", TASK, "REQUIREMENTS", cwd=wt)
+    return repo
+
+
+def _engine(repo: Repo) -> Engine:
+    return Engine(find_workspace(repo.path), session_id="s1", cwd=repo.path)
+
+
+def test_steps_in_a_block_render_once_when_it_ends(requirements: Repo) -> None:
+    repo = requirements
+    path = repo.task_dir(TASK) / "task.json"
+    before = (path.stat().st_ino, path.read_text())
+    agents = list(_view(repo)["required_agents"])[:3]
+    engine = _engine(repo)
+    try:
+        with engine.views_deferred():
+            for agent in agents:
+                agentops.set_status(engine, TASK, agent, "WORKING")
+            assert engine.require_snapshot(TASK).task.seq == _store_seq(repo)  # a read: no render
+            with engine.views_deferred():  # nested: the outer block renders
+                agentops.set_status(engine, TASK, agents[0], "IN_PROGRESS")
+            with pytest.raises(Refused):  # a refused step keeps what is held back
+                agentops.verdict(engine, TASK, agents[0], "APPROVED")
+            assert (path.stat().st_ino, path.read_text()) == before  # nothing rendered yet
+        view = _view(repo)
+        assert view["_seq"] == _store_seq(repo) > json.loads(before[1])["_seq"]
+        with engine.store.read() as tx:
+            snap = tx.snapshot(TASK)
+        assert snap is not None and views.view_is_current(engine.ws, snap)
+        status = json.loads(
+            (repo.task_dir(TASK) / "agents" / agents[1] / "status.json").read_text()
+        )
+        assert status["status"] == "WORKING"
+    finally:
+        engine.close()
+    assert repo.ok("audit", TASK).code == 0
+
+
+def test_flush_renders_what_is_held_back_now(requirements: Repo) -> None:
+    repo = requirements
+    agent = _view(repo)["required_agents"][0]
+    engine = _engine(repo)
+    try:
+        with engine.views_deferred():
+            agentops.set_status(engine, TASK, agent, "WORKING")
+            assert _view(repo)["_seq"] < _store_seq(repo)
+            engine.flush_views()
+            assert _view(repo)["_seq"] == _store_seq(repo)
+    finally:
+        engine.close()
+
+
+def test_killed_inside_a_run_the_views_are_behind_and_the_next_command_renders_them(
+    tmp_path: Path,
+) -> None:
+    repo = sample(tmp_path)
+    # At the start of SYNTHESIS the requirements' outcomes and the move are held back.
+    killed = repo.run("run", SLUG, "--yes", session="run",
+                      env={"TASKGATE_FAILPOINT": "run:SYNTHESIS"})  # fmt: skip
+    assert killed.code == -signal.SIGKILL
+    stale = _view(repo, SLUG)
+    assert stale["_seq"] < _store_seq(repo, SLUG)  # behind, never ahead
+    assert stale["state"] == "REQUIREMENTS"
+    shown = repo.ok("status", SLUG, "--json", session="run").json()
+    assert shown["state"] == "SYNTHESIS"
+    assert _view(repo, SLUG)["_seq"] == _store_seq(repo, SLUG)  # rendered by that command
+    assert _view(repo, SLUG)["state"] == "SYNTHESIS"
+    repo.ok("run", SLUG, "--yes", session="run")
+    _finished(repo, SLUG, commits=2)
+
+
+def test_agents_and_anchors_find_the_views_current(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo in this process: every agent starts, and every anchor is written, with the
+    views rendered at the store's sequence and events (the agents' hooks compare task.json
+    with the store; `recover --rebuild` proves the views' record against the anchored head)."""
+    target = tmp_path / "demo"
+    seen: list[str] = []
+    stale: list[str] = []  # an assertion inside the demo would only show as its exit code
+
+    def views_current(task: str) -> bool:
+        engine = Engine(find_workspace(target), session_id="check", cwd=target)
+        try:
+            with engine.store.read() as tx:
+                snap = tx.snapshot(task)
+            assert snap is not None
+            trail = json.loads((engine.ws.task_dir(task) / "audit-trail.json").read_text())
+            return views.view_is_current(engine.ws, snap) and trail["events"] == len(snap.events)
+        finally:
+            engine.close()
+
+    invoke = pool.invoke
+
+    def checked_invoke(request: Any) -> Any:
+        seen.append(f"agent {request.agent}")
+        if not views_current(request.task):
+            stale.append(f"{request.agent} started on stale views")
+        return invoke(request)
+
+    git = anchor.git
+
+    def checked_git(*args: str, **kwargs: Any) -> Any:
+        if args[0] == "update-ref":  # the anchor is written: its head is in the views' record
+            task = args[3].removeprefix(anchor.REF_PREFIX)
+            seen.append(f"anchor {task}")
+            if not views_current(task):
+                stale.append(f"the anchor of {task} is ahead of its views")
+        return git(*args, **kwargs)
+
+    monkeypatch.setattr(pool, "invoke", checked_invoke)
+    monkeypatch.setattr(anchor, "git", checked_git)
+    assert main(["demo", "--dir", str(target), "--yes"]) == 0, capsys.readouterr()
+    assert stale == []
+    assert sum(s.startswith("agent ") for s in seen) >= 10
+    assert sum(s.startswith("anchor ") for s in seen) == 8  # present and approve, twice each
