@@ -40,6 +40,7 @@ sys.path.insert(
 
 from taskgate.agents import build_sandbox
 from taskgate.cli.main import main
+from taskgate.engine import anchor as anchor_mod
 from taskgate.engine import views as views_mod
 from taskgate.git import cmd as git_cmd
 from taskgate.orchestrator import pool as pool_mod
@@ -134,6 +135,8 @@ def one_run() -> dict[str, float]:
 
 def _instrument() -> None:
     git_cmd.run = _timed("git", git_cmd.run, main_thread_only=True)  # type: ignore[assignment]
+    if hasattr(anchor_mod, "_git"):  # anchors start their git without git.cmd (issue 18)
+        anchor_mod._git = _timed("git", anchor_mod._git, main_thread_only=True)
     # The build runs through the build sandbox (issue 14); the git it runs there is the build's.
     build_sandbox.Confinement.run = _build(build_sandbox.Confinement.run)  # type: ignore[method-assign]
     pool_mod.AgentPool.invoke_all = _agents(pool_mod.AgentPool.invoke_all)  # type: ignore[method-assign]

@@ -142,18 +142,18 @@ def test_agents_and_anchors_find_the_views_current(
             stale.append(f"{request.agent} started on stale views")
         return invoke(request)
 
-    git = anchor.git
+    git = anchor._git
 
-    def checked_git(*args: str, **kwargs: Any) -> Any:
+    def checked_git(args: list[str], *rest: Any, **kwargs: Any) -> Any:
         if args[0] == "update-ref":  # the anchor is written: its head is in the views' record
             task = args[3].removeprefix(anchor.REF_PREFIX)
             seen.append(f"anchor {task}")
             if not views_current(task):
                 stale.append(f"the anchor of {task} is ahead of its views")
-        return git(*args, **kwargs)
+        return git(args, *rest, **kwargs)
 
     monkeypatch.setattr(pool, "invoke", checked_invoke)
-    monkeypatch.setattr(anchor, "git", checked_git)
+    monkeypatch.setattr(anchor, "_git", checked_git)
     assert main(["demo", "--dir", str(target), "--yes"]) == 0, capsys.readouterr()
     assert stale == []
     assert sum(s.startswith("agent ") for s in seen) >= 10
