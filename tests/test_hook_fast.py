@@ -76,9 +76,7 @@ def post_edit(repo: Repo, name: str = "notes.md") -> dict[str, Any]:
 def vouched(repo: Repo) -> bool:
     seq, checked_seq, _, checked = clock_row(repo)
     path = repo.path / ".taskgate" / snapshot.FILE_NAME
-    from taskgate.store.canon import sha256_hex
-
-    return seq == checked_seq and checked == sha256_hex(path.read_bytes())
+    return seq == checked_seq and checked == snapshot_clock.digest(path.read_bytes())
 
 
 # -- _sqlite3 without functools --------------------------------------------------------------
@@ -310,7 +308,7 @@ def test_a_settled_file_is_vouched_for_by_its_key_and_an_edit_in_place_is_not(
     import os
     import time
 
-    from taskgate.store import canon, hook_tx
+    from taskgate.store import hook_tx
 
     monkeypatch.setattr(snapshot_clock, "FINE_SETTLED_NS", 0)  # the test's file is new
     monkeypatch.setattr(snapshot_clock, "COARSE_SETTLED_NS", 0)
@@ -320,8 +318,8 @@ def test_a_settled_file_is_vouched_for_by_its_key_and_an_edit_in_place_is_not(
         (key,) = db.execute("SELECT checked_file FROM snapshot_clock").fetchone()
     assert key == snapshot_clock.file_key(path.stat())
     hashed: list[int] = []
-    real = canon.sha256_hex
-    monkeypatch.setattr(canon, "sha256_hex", lambda data: hashed.append(1) or real(data))
+    real = snapshot_clock.digest
+    monkeypatch.setattr(snapshot_clock, "digest", lambda data: hashed.append(1) or real(data))
     _check(impl)
     assert hashed == []
     time.sleep(0.05)  # past the file system's timestamp tick
@@ -356,16 +354,14 @@ def test_a_file_is_settled_once_older_than_its_timestamps_granularity() -> None:
 def test_a_recent_file_is_hashed_every_time(impl: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file changed more recently than its granularity gets no key: a later write could
     leave the same one."""
-    from taskgate.store import canon
-
     monkeypatch.setattr(snapshot_clock, "FINE_SETTLED_NS", 3_600 * 10**9)
     monkeypatch.setattr(snapshot_clock, "COARSE_SETTLED_NS", 3_600 * 10**9)
     _check(impl)
     with sqlite3.connect(_db(impl)) as db:
         assert db.execute("SELECT checked_file FROM snapshot_clock").fetchone() == (None,)
     hashed: list[int] = []
-    real = canon.sha256_hex
-    monkeypatch.setattr(canon, "sha256_hex", lambda data: hashed.append(1) or real(data))
+    real = snapshot_clock.digest
+    monkeypatch.setattr(snapshot_clock, "digest", lambda data: hashed.append(1) or real(data))
     _check(impl)
     assert hashed == [1]
 
@@ -416,3 +412,24 @@ def test_the_baseline_from_the_row_equals_the_one_from_the_snapshot(impl: Repo) 
         found.append({k: v for k, v in base.items() if k != "taken"})
         effects.save(path, stale)
     assert found[0] == found[1] and found[0]["guarded"] is False
+
+
+def test_a_check_recorded_for_another_format_is_not_trusted(
+    impl: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upgraded taskgate that renders another snapshot format compares everything: the
+    file the previous one checked is not what this one writes."""
+    monkeypatch.setattr(snapshot_clock, "FINE_SETTLED_NS", 0)
+    monkeypatch.setattr(snapshot_clock, "COARSE_SETTLED_NS", 0)
+    _check(impl)
+    calls: list[int] = []
+    real = snapshot.file_text
+    monkeypatch.setattr(snapshot, "file_text", lambda *a: calls.append(1) or real(*a))
+    _check(impl)
+    assert calls == []
+    monkeypatch.setattr(snapshot, "FORMAT", snapshot.FORMAT + 1)
+    from taskgate.store import hook_tx
+
+    with hook_tx.HookTx(str(impl.path / ".taskgate")) as tx, pytest.raises(hook_tx.Unusable):
+        tx.check_snapshot()  # the file says format 3, this "taskgate" renders 4
+    assert calls == [1]

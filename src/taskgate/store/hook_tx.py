@@ -228,9 +228,7 @@ class HookTx:
             if clock is not None and clock.vouches_for_file(key):
                 return
             current = handle.read()
-        from taskgate.store import canon
-
-        digest = canon.sha256_hex(current)
+        digest = snapshot_clock.digest(current)
         settled = key if snapshot_clock.settled(stat.st_ctime_ns) else None
         if clock is not None and clock.vouches_for(digest):
             if settled is not None:

@@ -10,9 +10,10 @@ after an edit. Now the store keeps, in one row of `snapshot_clock`:
   state, session, agents or release; any plan approval; a `validation` event; any update or
   delete of an event), made through taskgate or around it (the `sqlite3` shell fires them
   too);
-- `checked_seq`, `checked_schema`, `checked_sha256`: the clock, the schema version and the
-  SHA-256 of the snapshot file the last full check found equal to the store, recorded by the
-  hook's own write transaction (store/hook_tx.py; no commit of its own).
+- `checked_seq`, `checked_schema`, `checked_sha256`, `checked_file`: the clock, the schema
+  version, the SHA-256 and (once settled) the key of the snapshot file the last full check
+  found equal to the store, both tagged with the snapshot's format, recorded by the hook's
+  own write transaction (store/hook_tx.py; no commit of its own).
 
 While the clock and the schema version (any dropped or changed trigger moves it) are the
 checked ones, the store still holds what that file was found equal to, so a file with the
@@ -109,11 +110,25 @@ def read(conn: Any) -> Clock | None:
     return Clock(row[0], int(row[5]), tuple(row[1:5]))
 
 
+# Both prefixed with the snapshot's format: a taskgate that renders another format never
+# takes a file the previous one checked for this one's.
+
+
 def file_key(stat: os.stat_result) -> str:
     """What identifies one version of a file without reading it: device, inode, size, and
     the times of its last write and last change (the kernel sets ctime on every write,
     rename or utime, and no program can set it back)."""
-    return f"{stat.st_dev}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}"
+    return (
+        f"{snapshot.FORMAT}:{stat.st_dev}:{stat.st_ino}:{stat.st_size}:"
+        f"{stat.st_mtime_ns}:{stat.st_ctime_ns}"
+    )
+
+
+def digest(data: bytes) -> str:
+    """The SHA-256 recorded for a file's bytes (of the format's number and the bytes)."""
+    from taskgate.store.canon import sha256_hex
+
+    return sha256_hex(b"%d\n" % snapshot.FORMAT + data)
 
 
 # A file's key is recorded only when its last change is older than the file system's
