@@ -433,3 +433,30 @@ def test_a_check_recorded_for_another_format_is_not_trusted(
     with hook_tx.HookTx(str(impl.path / ".taskgate")) as tx, pytest.raises(hook_tx.Unusable):
         tx.check_snapshot()  # the file says format 3, this "taskgate" renders 4
     assert calls == [1]
+
+
+def test_a_marker_baseline_of_the_same_state_is_kept(impl: Repo) -> None:
+    """PostToolUse after an edit by a session whose main agent may write: its marker baseline
+    stays as it is (only its unread time would change); a marker of another state, or a
+    guarded baseline, is taken again."""
+    from taskgate.hooks import effects, quick
+
+    layout = quick.workspace(str(impl.path))
+    assert layout is not None
+    path = Path(effects.baseline_path(layout.state_dir, "s2"))
+    target = impl.worktree("fix-typo") / "notes.md"
+    post = fixture("post_tool_use_write", impl, session_id="s2",
+                   tool_input={"file_path": str(target)})  # fmt: skip
+    for base in (
+        {"format": effects.FORMAT, "task": "fix-typo", "state": "INIT", "session": "s2",
+         "guarded": False, "taken": 1},
+        {"format": effects.FORMAT, "task": "fix-typo", "state": "CLASSIFICATION",
+         "session": "s2", "guarded": False, "taken": 1},
+    ):  # fmt: skip
+        effects.save(str(path), base)
+        before = path.read_bytes()
+        assert hook(impl, post).out == ""
+        kept = path.read_bytes() == before
+        assert kept == (base["state"] == "INIT"), base
+        assert json.loads(path.read_bytes())["state"] == "INIT"
+    assert [k for k, _ in events(impl, "fix-typo")].count("tool_usage") == 2
