@@ -270,6 +270,13 @@ def parser_cost() -> None:
         "    for _ in range(30):\n"
         "        t = time.perf_counter(); m._parser(only); ts.append(time.perf_counter() - t)\n"
         "    print(f'parser construction, {label:16} {statistics.median(ts) * 1000:6.2f} ms')\n"
+        "ts = []\n"
+        "for _ in range(30):\n"
+        "    t = time.perf_counter()\n"
+        "    m.simple_args(['transition', 'task-0', 'REQUIREMENTS'])\n"
+        "    ts.append(time.perf_counter() - t)\n"
+        "print(f'transition read without argparse {statistics.median(ts) * 1000:7.3f} ms "
+        "(cli/main.simple_args)')\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], env=env(), capture_output=True, text=True, check=False

@@ -141,7 +141,8 @@ else:
                 fields.update(spec.fields)
                 types.update(spec.types)
         for name, annotation in cls.__dict__.get("__annotations__", {}).items():  # noqa: RUF063
-            if _is_classvar(annotation):
+            plain = isinstance(annotation, str) and "Var" not in annotation
+            if not (plain and "KW_ONLY" not in annotation) and _is_classvar(annotation):
                 continue
             value = cls.__dict__.get(name, _MISSING)
             if isinstance(value, _Field):
@@ -162,25 +163,25 @@ else:
         return fields, types
 
     def _make_init(cls, spec):
-        init_names = tuple(n for n, f in spec.fields.items() if f.init)
+        init_names = []
+        defaults = {}
+        n_required = 0
+        for n, f in spec.fields.items():
+            if f.default is not _MISSING:
+                defaults[n] = f.default
+            if not f.init:
+                continue
+            if f.default is _MISSING and f.default_factory is _MISSING:
+                if n_required < len(init_names):
+                    raise TypeError(f"non-default argument {n!r} follows default argument")
+                n_required += 1
+            init_names.append(n)
+        init_names = tuple(init_names)
         init_set = frozenset(init_names)
         names = spec.names
         n_init = len(init_names)
         n_all = len(names)
-        defaults = {n: f.default for n, f in spec.fields.items() if f.default is not _MISSING}
         factories = spec.factories
-        seen_default = False
-        for n in init_names:
-            f = spec.fields[n]
-            has_default = f.default is not _MISSING or f.default_factory is not _MISSING
-            if seen_default and not has_default:
-                raise TypeError(f"non-default argument {n!r} follows default argument")
-            seen_default = seen_default or has_default
-        n_required = sum(
-            1
-            for n in init_names
-            if spec.fields[n].default is _MISSING and spec.fields[n].default_factory is _MISSING
-        )
         takes = (
             f"{n_init + 1}" if n_required == n_init else f"from {n_required + 1} to {n_init + 1}"
         )
@@ -255,8 +256,18 @@ else:
         cls.__dataclass_params__ = _LazyDataclassParams()
         if init and "__init__" not in own:
             cls.__init__ = _make_init(cls, spec)
+        shown, compared, hashed_names, matched = [], [], [], []
+        for n, f in fields.items():
+            if f.repr:
+                shown.append(n)
+            if f.compare:
+                compared.append(n)
+            if f.compare if f.hash is None else f.hash:
+                hashed_names.append(n)
+            if f.init:
+                matched.append(n)
+        shown = tuple(shown)
         if repr_ and "__repr__" not in own:
-            shown = tuple(n for n, f in fields.items() if f.repr)
 
             def __repr__(self):
                 inner = ", ".join([f"{n}={getattr(self, n)!r}" for n in shown])
@@ -266,19 +277,17 @@ else:
             cls.__repr__ = __repr__
         explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
         if eq and "__eq__" not in own:
-            compared = _key(tuple(n for n, f in fields.items() if f.compare))
+            key = _key(tuple(compared))
 
             def __eq__(self, other):
                 if other.__class__ is self.__class__:
-                    return compared(self) == compared(other)
+                    return key(self) == key(other)
                 return NotImplemented
 
             __eq__.__qualname__ = f"{cls.__qualname__}.__eq__"
             cls.__eq__ = __eq__
         if eq and frozen and not explicit_hash:
-            hashed = _key(
-                tuple(n for n, f in fields.items() if (f.compare if f.hash is None else f.hash))
-            )
+            hashed = _key(tuple(hashed_names))
 
             def __hash__(self):
                 return hash(hashed(self))
@@ -305,7 +314,7 @@ else:
             cls.__setattr__ = __setattr__
             cls.__delattr__ = __delattr__
         if "__match_args__" not in own:
-            cls.__match_args__ = tuple(n for n, f in fields.items() if f.init)
+            cls.__match_args__ = tuple(matched)
         if not cls.__doc__:
             cls.__doc__ = f"{cls.__name__}({', '.join(spec.names)})"
         return cls
