@@ -1,5 +1,3 @@
-import sys
+from taskgate.cli.main import exit_with, main
 
-from taskgate.cli.main import main
-
-sys.exit(main())
+exit_with(main())
