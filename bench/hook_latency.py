@@ -134,11 +134,22 @@ COMPARED = ("PostToolUse after an Edit (recorded, no engine)",
             "SessionStart (resume, holding a task: engine)")  # fmt: skip
 
 
+def _against_arg() -> str | None:
+    """The DIR of `--against DIR` or `--against=DIR`, None without."""
+    for at, arg in enumerate(sys.argv):
+        if arg.startswith("--against="):
+            return arg.split("=", 1)[1]
+        if arg == "--against" and at + 1 < len(sys.argv):
+            return sys.argv[at + 1]
+    return None
+
+
 def against() -> Path | None:
     """The --against tree's root (its src/taskgate/hooks/launch.py is run), None without."""
-    if "--against" not in sys.argv:
+    arg = _against_arg()
+    if arg is None:
         return None
-    tree = Path(sys.argv[sys.argv.index("--against") + 1]).resolve()
+    tree = Path(arg).resolve()
     launcher = tree / "src" / "taskgate" / "hooks" / "launch.py"
     if not launcher.is_file():
         raise SystemExit(f"--against {tree}: no src/taskgate/hooks/launch.py there")
@@ -154,8 +165,8 @@ def _before(tree: Path | None, event: str) -> list[str]:
 
 def main() -> int:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    if "--against" in sys.argv:
-        args.remove(sys.argv[sys.argv.index("--against") + 1])
+    if "--against" in sys.argv and _against_arg() in args:
+        args.remove(str(_against_arg()))
     rounds = int(args[0]) if args else 30
     if "--effects-only" in sys.argv:  # just the issue 15 rows
         effect_check(rounds)
