@@ -169,6 +169,9 @@ CONSOLE_SCRIPT = (
 )
 
 
+FLOOR = "import pathlib, json, _sqlite3"
+
+
 def _cpu_timed(cmd: list[str], cwd: Path, src: Path | None = None) -> tuple[float, float]:
     """(wall, CPU user+sys of the child) in seconds; the CPU time moves less with the load."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -202,6 +205,7 @@ def versus(rounds: int, other: Path) -> int:
     ways = {"-m taskgate": [sys.executable, "-m", "taskgate"],
             "console script": [sys.executable, str(script)]}  # fmt: skip
     base: list[tuple[float, float]] = []
+    floor: list[tuple[float, float]] = []  # the standard modules any engine path imports
     times: dict[tuple[str, str], list[tuple[float, float]]] = {
         (name, way): [] for name in trees for way in ways
     }
@@ -209,6 +213,7 @@ def versus(rounds: int, other: Path) -> int:
     for _ in range(rounds):
         for name, src in trees.items():
             base.append(_cpu_timed([sys.executable, "-c", "pass"], wts[name]))
+            floor.append(_cpu_timed([sys.executable, "-c", FLOOR], wts[name]))
             for way, prefix in ways.items():
                 cli = [*prefix, "transition", "task-0"]
                 times[name, way].append(_cpu_timed([*cli, "REQUIREMENTS"], wts[name], src))
@@ -224,10 +229,11 @@ def versus(rounds: int, other: Path) -> int:
     base_cpu = median_ms([c for _, c in base])
     print(f"{'':34}  wall ms  / python    CPU ms  / python")
     print(f"{'python3 -c pass':34} {base_wall:8.1f}  {1:7.2f}  {base_cpu:8.1f}  {1:7.2f}")
-    for (name, way), samples in times.items():
+    for (name, way), samples in [(("import pathlib, json, _sqlite3", ""), floor), *times.items()]:
+        name = f"{name} ({way})" if way else name
         wall = median_ms([w for w, _ in samples])
         cpu = median_ms([c for _, c in samples])
-        print(f"{name + ' (' + way + ')':34} {wall:8.1f}  {wall / base_wall:7.2f}  "
+        print(f"{name:34} {wall:8.1f}  {wall / base_wall:7.2f}  "
               f"{cpu:8.1f}  {cpu / base_cpu:7.2f}")  # fmt: skip
     for name, src in trees.items():
         import_breakdown(name, src, wts[name])
