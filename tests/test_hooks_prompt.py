@@ -505,3 +505,26 @@ def test_the_presentation_in_force_is_read_as_the_engine_reads_it(
             assert prompt._presented(conn, TASK, kind, loads) == engine, (kind, events)
     finally:
         conn.close()
+
+
+def test_a_task_name_the_engine_refuses_is_left_to_it(
+    states: dict[str, Path],
+    tmp_path: Path,
+    both: Callable[[Path, Path, str], tuple[str, str, bool]],
+) -> None:
+    """A task row whose name is no valid task name (a store edited behind taskgate's back):
+    the engine's step refuses it before any path or ref is made from it; so does this path."""
+    pair = [copy_repo(states["IMPLEMENTATION"], tmp_path / n).path for n in ("quick", "engine")]
+    for repo in pair:
+        conn = sqlite3.connect(repo / ".taskgate" / "state.db")
+        conn.execute("PRAGMA foreign_keys=OFF")
+        for table in ("tasks", "events", "transitions", "agents", "presentations",
+                      "approvals", "validations", "verdicts"):  # fmt: skip
+            column = "name" if table == "tasks" else "task"
+            conn.execute(f"UPDATE {table} SET {column} = '../x' WHERE {column} = ?", (TASK,))
+        conn.commit()
+        conn.close()
+    fast, slow, taken = both(pair[0], pair[1], "what is the status?")
+    assert not taken and fast == slow
+    assert _store(pair[0]) == _store(pair[1])
+    assert not (pair[0] / ".git" / "refs" / "taskgate" / "x").exists()

@@ -98,6 +98,7 @@ def _effects_clean(layout: Layout, session: str) -> bool:
 def _record(layout: Layout, session: str, prompt: str) -> str | None:
     from taskgate.hooks.quick import _engine_path, _errors, _rebaseline
     from taskgate.protocol.messages import Checkpoint, MessageKind, judge, unpresented_note
+    from taskgate.protocol.names import task_name_problem
     from taskgate.protocol.states import State
     from taskgate.store import canon, hook_tx, snapshot
 
@@ -114,6 +115,8 @@ def _record(layout: Layout, session: str, prompt: str) -> str | None:
                 # several: dispatch._on_owned_task); the engine decides.
                 raise hook_tx.Unusable(f"the session holds {len(owned)} tasks")
             name, state_name, seq = owned[0]
+            if task_name_problem(name):  # Engine.step's check: the name makes paths and refs
+                raise hook_tx.Unusable(f"task name {name!r}: the engine's path refuses it")
             try:
                 state = State(state_name)
             except ValueError:
