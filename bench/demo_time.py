@@ -48,23 +48,55 @@ from taskgate.orchestrator import pool as pool_mod
 TIMES: dict[str, float] = {"git": 0.0, "build": 0.0, "agents": 0.0}
 COUNTS: dict[str, int] = {"git": 0, "views": 0}  # taskgate's own git processes, view writes
 _IN_AGENTS = threading.local()
+_BUSY = [0]  # agent batches or builds running now (their threads' git is theirs)
+# Git that taskgate runs in its own worker threads (parallel checkouts, outside agent batches
+# and builds): (start, end) per process; their union is git's wall time, while the main thread
+# waits for them.
+_WORKER_GIT: list[tuple[float, float]] = []
+_LOCK = threading.Lock()
 
 
-def _timed(name: str, fn: Callable[..., Any], *, main_thread_only: bool = False) -> Any:
+def _timed(name: str, fn: Callable[..., Any]) -> Any:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        counted = not (main_thread_only and getattr(_IN_AGENTS, "on", False)) and (
-            not main_thread_only or threading.current_thread() is threading.main_thread()
-        )
         start = time.perf_counter()
         try:
             return fn(*args, **kwargs)
         finally:
-            if counted:
-                TIMES[name] += time.perf_counter() - start
-                if name in COUNTS:
-                    COUNTS[name] += 1
+            TIMES[name] += time.perf_counter() - start
 
     return wrapper
+
+
+def _git(fn: Callable[..., Any]) -> Any:
+    """taskgate's own git: on the main thread outside agent batches and builds, and in its
+    worker threads while none runs."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        main_thread = threading.current_thread() is threading.main_thread()
+        if getattr(_IN_AGENTS, "on", False) or (not main_thread and _BUSY[0]):
+            return fn(*args, **kwargs)
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            end = time.perf_counter()
+            with _LOCK:
+                COUNTS["git"] += 1
+                if main_thread:
+                    TIMES["git"] += end - start
+                else:
+                    _WORKER_GIT.append((start, end))
+
+    return wrapper
+
+
+def _union(spans: list[tuple[float, float]]) -> float:
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
 
 
 def _build(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -73,10 +105,12 @@ def _build(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         was = getattr(_IN_AGENTS, "on", False)
         _IN_AGENTS.on = True  # git started by the build's sandbox is not taskgate's own
+        _BUSY[0] += 1
         try:
             return timed(*args, **kwargs)
         finally:
             _IN_AGENTS.on = was
+            _BUSY[0] -= 1
 
     return wrapper
 
@@ -98,6 +132,7 @@ def _agents(fn: Callable[..., Any]) -> Callable[..., Any]:
         )
         if outer:
             _IN_AGENTS.on = True
+            _BUSY[0] += 1
         start = time.perf_counter()
         try:
             return fn(*args, **kwargs)
@@ -105,6 +140,7 @@ def _agents(fn: Callable[..., Any]) -> Callable[..., Any]:
             if outer:
                 TIMES["agents"] += time.perf_counter() - start
                 _IN_AGENTS.on = False
+                _BUSY[0] -= 1
 
     return wrapper
 
@@ -114,6 +150,7 @@ def one_run() -> dict[str, float]:
         TIMES[key] = 0.0
     for key in COUNTS:
         COUNTS[key] = 0
+    _WORKER_GIT.clear()
     target = Path(tempfile.mkdtemp(prefix="taskgate-bench-demo-")) / "textkit"
     start = time.perf_counter()
     cpu = resource.getrusage(resource.RUSAGE_SELF)
@@ -123,20 +160,23 @@ def one_run() -> dict[str, float]:
     total = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_SELF)
     assert code == 0, f"demo failed ({code}):\n{out.getvalue()[-2000:]}\n{err.getvalue()}"
+    threads = _union(_WORKER_GIT)
+    TIMES["git"] += threads
     own = total - sum(TIMES.values())
     return {
         "total": total,
         **TIMES,
         "taskgate": own,
         "cpu": after.ru_utime - cpu.ru_utime + after.ru_stime - cpu.ru_stime,
+        "git_threads": threads,
         **{f"n_{k}": v for k, v in COUNTS.items()},
     }
 
 
 def _instrument() -> None:
-    git_cmd.run = _timed("git", git_cmd.run, main_thread_only=True)  # type: ignore[assignment]
+    git_cmd.run = _git(git_cmd.run)
     if hasattr(anchor_mod, "_git"):  # anchors start their git without git.cmd (issue 18)
-        anchor_mod._git = _timed("git", anchor_mod._git, main_thread_only=True)
+        anchor_mod._git = _git(anchor_mod._git)
     # The build runs through the build sandbox (issue 14); the git it runs there is the build's.
     build_sandbox.Confinement.run = _build(build_sandbox.Confinement.run)  # type: ignore[method-assign]
     pool_mod.AgentPool.invoke_all = _agents(pool_mod.AgentPool.invoke_all)  # type: ignore[method-assign]
@@ -153,6 +193,8 @@ def _report(title: str, results: list[dict[str, float]]) -> None:
     git_runs = statistics.median(r["n_git"] for r in results)
     view_writes = statistics.median(r["n_views"] for r in results)
     print(f"  taskgate's own git processes: {git_runs:.0f}; view files written: {view_writes:.0f}")
+    threads = statistics.median(r.get("git_threads", 0.0) for r in results)
+    print(f"  of git, in taskgate's worker threads (parallel checkouts): {threads:.2f} s")
     cpu = statistics.median(r["cpu"] for r in results)
     print(f"  CPU of the process (user+sys): {cpu:.2f} s")
 
