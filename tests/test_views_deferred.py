@@ -2,7 +2,9 @@
 are held back and rendered when the block ends, or earlier by `flush_views`, which `run` calls
 before anything outside the process reads them: an agent starts, an anchor goes to git, the
 person is asked. Killed in between, the views are behind the store, never ahead of it, and the
-next command renders them, as after a kill between a commit and its rendering.
+next command renders them, as after a kill between a commit and its rendering. The hook
+snapshot is rewritten at the same points; a write still drops it before its commit, so in
+between the hooks read the store.
 """
 
 from __future__ import annotations
@@ -94,6 +96,31 @@ def test_flush_renders_what_is_held_back_now(requirements: Repo) -> None:
         engine.close()
 
 
+def test_the_hook_snapshot_is_dropped_by_the_write_and_rewritten_when_the_block_ends(
+    requirements: Repo,
+) -> None:
+    repo = requirements
+    hook_snapshot = repo.path / ".taskgate" / "hook-snapshot.json"
+    assert hook_snapshot.exists()
+    engine = _engine(repo)
+    try:
+        with engine.views_deferred():
+            # A write to what the snapshot holds (the last build's fixer, C-27).
+            engine.step(TASK, lambda tx, snap: engine.event(tx, TASK, "validation",
+                                                            {"responsible": "main"}))  # fmt: skip
+            assert not hook_snapshot.exists()  # dropped before the commit: hooks read the store
+            engine.flush_views()
+            assert engine.store.refresh_snapshot() == "unchanged"  # rewritten, current
+            engine.step(TASK, lambda tx, snap: engine.event(tx, TASK, "validation", {}))
+            assert not hook_snapshot.exists()
+        assert engine.store.refresh_snapshot() == "unchanged"
+        assert not engine.store.hold_snapshot
+        engine.step(TASK, lambda tx, snap: engine.event(tx, TASK, "validation", {}))
+        assert engine.store.refresh_snapshot() == "unchanged"  # outside: after each write
+    finally:
+        engine.close()
+
+
 def test_killed_inside_a_run_the_views_are_behind_and_the_next_command_renders_them(
     tmp_path: Path,
 ) -> None:
@@ -130,7 +157,11 @@ def test_agents_and_anchors_find_the_views_current(
                 snap = tx.snapshot(task)
             assert snap is not None
             trail = json.loads((engine.ws.task_dir(task) / "audit-trail.json").read_text())
-            return views.view_is_current(engine.ws, snap) and trail["events"] == len(snap.events)
+            return (
+                views.view_is_current(engine.ws, snap)
+                and trail["events"] == len(snap.events)
+                and engine.store.refresh_snapshot(wait_s=5) == "unchanged"  # the hooks' too
+            )
         finally:
             engine.close()
 

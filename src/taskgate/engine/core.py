@@ -253,7 +253,7 @@ class Engine:
         failpoints.hit("step:after-commit")
         if after is not None:
             self._views_of(after, force=True)
-        quarantine.after_step(self, task)
+        quarantine.after_step(self, task, (after.task.session_id or "") if after else None)
         return result
 
     def require_owner(self, row: TaskRow) -> None:
@@ -302,12 +302,16 @@ class Engine:
         rendered at the end, or earlier by `flush_views`, which runs before anything outside
         this process may read them (an agent is started, an anchor is written to git). A crash
         in between leaves the views behind the store, never ahead of it, exactly as a crash
-        between a commit and its rendering does: the next command re-renders them.
+        between a commit and its rendering does: the next command re-renders them. The hook
+        snapshot is rewritten at the same points (Store.hold_snapshot): a write still drops it
+        before its commit, so in between the hooks read the store.
         """
         if self._pending_views is not None:  # nested: the outermost block renders
             yield
             return
         self._pending_views = {}
+        store = self.store
+        store.hold_snapshot = True  # the hook snapshot too: the hooks read the store meanwhile
         try:
             yield
         finally:
@@ -315,13 +319,16 @@ class Engine:
                 self.flush_views()
             finally:
                 self._pending_views = None
+                store.hold_snapshot = False
 
     def flush_views(self) -> None:
-        """Render the views `views_deferred` holds back, now."""
+        """Render the views `views_deferred` holds back, and the hook snapshot, now."""
         pending = self._pending_views
         while pending:
             _, snap = pending.popitem()
             self._refresh_views(snap, force=True)
+        if self._store is not None:
+            self._store.refresh_held()
 
     def _views_of(self, snap: TaskSnapshot, *, force: bool) -> None:
         """After a commit (`force`) or a read: render, or hold back inside `views_deferred`."""

@@ -61,24 +61,30 @@ def before_step(engine: Engine, task: str) -> None:
         _before_step(engine, task)
 
 
-def after_step(engine: Engine, task: str) -> None:
-    """After a committed step: taskgate's own work is the new baseline of a watched session."""
+def after_step(engine: Engine, task: str, session: str | None = None) -> None:
+    """After a committed step: taskgate's own work is the new baseline of a watched session.
+    `session`: the task's session as the step committed it ('' for none), when the caller has
+    it (Engine.step: no read transaction of its own, issue 18)."""
     with contextlib.suppress(OSError):  # the next comparison takes a baseline again
-        _after_step(engine, task)
+        _after_step(engine, task, session)
 
 
-def _watched(engine: Engine, task: str) -> tuple[Layout, str, str, dict[str, Any]] | None:
+def _watched(
+    engine: Engine, task: str, session: str | None = None
+) -> tuple[Layout, str, str, dict[str, Any]] | None:
     """(layout, baseline path, session, baseline) when the task's session is watched."""
-    with engine.store.read() as tx:
-        row = tx.task(task)
-    if row is None or not row.session_id:
+    if session is None:
+        with engine.store.read() as tx:
+            row = tx.task(task)
+        session = row.session_id if row is not None else None
+    if not session:
         return None
     layout = layout_of(engine)
-    path = effects.baseline_path(layout.state_dir, row.session_id)
+    path = effects.baseline_path(layout.state_dir, session)
     base = effects.load(path)
     if base is None or base.get("task") != task:
         return None
-    return layout, path, row.session_id, base
+    return layout, path, session, base
 
 
 def _before_step(engine: Engine, task: str) -> None:
@@ -95,9 +101,9 @@ def _before_step(engine: Engine, task: str) -> None:
         enforce(engine, layout, base, path, changes, {"source": "taskgate command"})
 
 
-def _after_step(engine: Engine, task: str) -> None:
+def _after_step(engine: Engine, task: str, session: str | None = None) -> None:
     vars(engine).setdefault("_effects_seen", set()).add(task)
-    found = _watched(engine, task)
+    found = _watched(engine, task, session)
     if found is not None:
         layout, path, session, _ = found
         _rebaseline(layout, path, session, task)

@@ -194,6 +194,15 @@ class Store(ABC):
         """Rewrite the hook snapshot (store/snapshot.py) under the write lock; "unchanged",
         "written", "replaced" (it differed: changed outside taskgate) or "busy"."""
 
+    # True: a write that changes what the hook snapshot holds still drops the file before its
+    # commit, but the rewrite waits for `refresh_held` (Engine.views_deferred, issue 18); the
+    # hooks read the store meanwhile, as when a rewrite fails. The embedded store only.
+    hold_snapshot = False
+
+    def refresh_held(self) -> None:
+        """Rewrite the hook snapshot that writes under `hold_snapshot` dropped, if any."""
+        return None  # a store that holds nothing back has nothing to rewrite
+
     def iter_snapshots(self) -> Iterator[TaskSnapshot]:
         """Snapshots of every task (one read transaction)."""
         with self.read() as tx:

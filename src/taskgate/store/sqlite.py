@@ -547,9 +547,20 @@ class SqliteStore(Store):
                 raise
             if tx.touches_snapshot:
                 failpoints.hit("store.committed")
+                if self.hold_snapshot:
+                    self._snapshot_held = True  # rewritten by refresh_held
+                    return
                 # Committed all the same if this fails: without the file the hook reads the store.
                 with suppress(sqlite3.Error, OSError, ValueError, TypeError):
                     self.refresh_snapshot(wait_s=0.1)
+
+    _snapshot_held = False
+
+    def refresh_held(self) -> None:
+        if self._snapshot_held:
+            self._snapshot_held = False
+            with suppress(sqlite3.Error, OSError, ValueError, TypeError):
+                self.refresh_snapshot(wait_s=0.1)
 
     def refresh_snapshot(self, *, wait_s: float | None = None) -> str:
         """Rewrite the hook snapshot from the store under the write lock (store/snapshot.py).
