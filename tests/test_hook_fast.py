@@ -460,3 +460,22 @@ def test_a_marker_baseline_of_the_same_state_is_kept(impl: Repo) -> None:
         assert kept == (base["state"] == "INIT"), base
         assert json.loads(path.read_bytes())["state"] == "INIT"
     assert [k for k, _ in events(impl, "fix-typo")].count("tool_usage") == 2
+
+
+def test_client_process_finds_the_ancestor_its_comm_file_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SessionStart's registration reads each ancestor's name from /proc/PID/stat: the same
+    process as /proc/PID/comm finds, nearest first."""
+    import os
+
+    from taskgate.server import peers
+
+    chain = [pid for pid, _ in peers.ancestors(os.getpid())]
+    names = [Path(f"/proc/{pid}/comm").read_text().strip() for pid in chain]
+    assert len(chain) >= 2
+    for name in names:
+        monkeypatch.setattr(peers, "CLIENTS", frozenset({name}))
+        assert peers.client_process(os.getpid()) == chain[names.index(name)], name
+    monkeypatch.setattr(peers, "CLIENTS", frozenset({"no-such-client"}))
+    assert peers.client_process(os.getpid()) is None

@@ -110,14 +110,6 @@ def start_time(pid: int) -> str | None:
     return fields[19] if fields is not None and len(fields) > 19 else None
 
 
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as handle:
-            return handle.read().strip()
-    except OSError:
-        return ""
-
-
 def ancestors(pid: int) -> list[tuple[int, str]]:
     """(pid, start time) of the process and its ancestors, nearest first (Linux /proc)."""
     found: list[tuple[int, str]] = []
@@ -250,10 +242,23 @@ def peer(conn: socket.socket) -> Peer:
 
 def client_process(pid: int | None = None) -> int | None:
     """The nearest ancestor of `pid` (default: this process's parent) that is a coding client
-    (`claude`, `codex`): the process a SessionStart hook registers."""
-    for ancestor, _ in ancestors(os.getppid() if pid is None else pid):
-        if _comm(ancestor) in CLIENTS:
-            return ancestor
+    (`claude`, `codex`): the process a SessionStart hook registers. The name is the one in
+    /proc/PID/stat, the same as /proc/PID/comm (one read per ancestor, issue 18)."""
+    pid = os.getppid() if pid is None else pid
+    for _ in range(_MAX_DEPTH):
+        if pid <= 1:
+            break
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+        except OSError:
+            break
+        fields = text[text.rfind(")") + 2 :].split()
+        if len(fields) <= 19:
+            break
+        if text[text.find("(") + 1 : text.rfind(")")].strip() in CLIENTS:
+            return pid
+        pid = int(fields[1])
     return None
 
 
