@@ -528,3 +528,15 @@ def test_a_task_name_the_engine_refuses_is_left_to_it(
     assert not taken and fast == slow
     assert _store(pair[0]) == _store(pair[1])
     assert not (pair[0] / ".git" / "refs" / "taskgate" / "x").exists()
+
+
+def test_a_symbolic_anchor_ref_is_replaced_not_followed(repo: Repo) -> None:
+    """An anchor ref made symbolic (to main) behind taskgate's back: the next anchor replaces
+    the ref itself and main stays where it was."""
+    main = git(repo.path, "rev-parse", "main")
+    git(repo.path, "symbolic-ref", anchor.ref(TASK), "refs/heads/main")
+    assert _write(repo, 1)
+    assert git(repo.path, "rev-parse", "main") == main
+    assert git(repo.path, "rev-parse", anchor.ref(TASK) + "^") == main
+    loose = (repo.path / ".git" / anchor.ref(TASK)).read_text()
+    assert not loose.startswith("ref:")

@@ -89,7 +89,9 @@ def write(repo: str | Path, common_dir: str | Path, task: str, seq: int, digest:
     if code:
         return False
     message = f"taskgate: audit anchor #{seq}"
-    code, _ = _git(["update-ref", "-m", message, name, out.strip(), parent], repo)  # CAS
+    # Compare-and-swap; --no-deref: an anchor ref made symbolic behind taskgate's back (to
+    # main, say) is replaced, never followed (it would move the branch it names).
+    code, _ = _git(["update-ref", "--no-deref", "-m", message, name, out.strip(), parent], repo)
     return code == 0
 
 
