@@ -129,3 +129,55 @@ def test_feasibility_and_dependencies() -> None:
     assert sel(unmet_dependencies=("a",)) is Availability.BLOCKED
     assert sel(done=True) is Availability.DONE
     assert sel(lock=LockInfo("me"), pending_setup=True) is Availability.RESUME
+
+
+# -- blocked_reasons at scale (issue 18) ---------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from taskgate.protocol.todo import blocked_reasons  # noqa: E402
+from taskgate.protocol.todo_deps import _cycle_from, _in_cycles  # noqa: E402
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from("abcdefg"), st.lists(st.sampled_from("abcdefghz"), max_size=4), max_size=7
+    )
+)
+def test_the_tasks_on_cycles_are_those_a_search_finds(deps: dict[str, list[str]]) -> None:
+    assert _in_cycles(deps) == {n for n in deps if _cycle_from(n, deps) is not None}
+    for start in deps:
+        assert _cycle_from(start, deps) == _copying_cycle_from(start, deps)
+
+
+def _copying_cycle_from(start: str, deps: dict[str, list[str]]) -> list[str] | None:
+    """_cycle_from as it was (a path copied per task): the same path for the message."""
+    stack: list[tuple[str, list[str]]] = [(start, [start])]
+    seen: set[str] = set()
+    while stack:
+        node, path = stack.pop()
+        for nxt in deps.get(node, []):
+            if nxt == start:
+                return [*path, start]
+            if nxt not in seen and nxt in deps:
+                seen.add(nxt)
+                stack.append((nxt, [*path, nxt]))
+    return None
+
+
+def test_a_long_chain_of_blocked_tasks_is_linear() -> None:
+    count = 2000
+    text = (
+        "".join(
+            f"## t{i}: T\n- Purpose: p\n- Scope: s\n- Components: c\n- Depends: t{i + 1}\n"
+            for i in range(count)
+        )
+        + f"## t{count}: T\n- Purpose: p\n- Scope: s\n- Components: c\n- Depends: t0\n"
+    )
+    reasons = blocked_reasons(parse_todo(text), set())
+    assert len(reasons) == count + 1  # a cycle through all of them
+    assert reasons["t7"].startswith("'t7' is in a dependency cycle: t7 -> t8 -> ")
+    chain = blocked_reasons(parse_todo(text.replace("- Depends: t0\n", "")), set())
+    assert chain["t0"] == "'t0' waits for t1 to be completed"

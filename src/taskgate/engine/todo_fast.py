@@ -234,11 +234,16 @@ def _listing(*, json_out: bool) -> str:
             availability, message = "abandoned", f"abandoned: {reason}".rstrip(": ")
         elif availability == "blocked":
             if reasons is None:  # once per listing, as lifecycle.availability
-                from taskgate.protocol.todo import blocked_reasons
+                from taskgate.protocol.todo_deps import blocked_reasons_of
 
-                if todo is None:
-                    todo = _parse(text)
-                reasons = blocked_reasons(todo, done)
+                if quick is not None and quick.has_fields:
+                    reasons = blocked_reasons_of(names, quick.depends, done)
+                else:
+                    if todo is None:
+                        todo = _parse(text)
+                    reasons = blocked_reasons_of(
+                        names, {t.name: t.depends for t in todo.tasks}, done
+                    )
             message = reasons.get(name) or message
         state = None if row is None else row[1]
         owner = None if row is None or row[3] is not None else row[2]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from taskgate.protocol.names import task_name_problem
 from taskgate.protocol.states import RiskLevel
+from taskgate.protocol.todo_deps import blocked_reasons_of
 
 FIELDS = ("purpose", "scope", "components", "depends", "files", "risk")
 FEASIBILITY_FIELDS = ("purpose", "scope", "components")  # R-LCK-12
@@ -223,40 +224,4 @@ def remove_task(text: str, task: TodoTask) -> str:
 
 def blocked_reasons(todo: TodoList, done: set[str]) -> dict[str, str]:
     """Why each task with unmet dependencies waits: unknown names and cycles said plainly."""
-    known = set(todo.names)
-    deps = {t.name: [d for d in t.depends if d not in done] for t in todo.tasks}
-    reasons: dict[str, str] = {}
-    for task in todo.tasks:
-        unmet = deps[task.name]
-        if not unmet:
-            continue
-        unknown = [d for d in unmet if d not in known]
-        cycle = _cycle_from(task.name, deps)
-        parts = []
-        if unknown:
-            parts.append(
-                f"depends on {', '.join(unknown)}, which no task in todo.md or changelog.md "
-                "is called (a typo, or a task that was renamed)"
-            )
-        if cycle:
-            parts.append(f"is in a dependency cycle: {' -> '.join(cycle)}")
-        waiting = [d for d in unmet if d in known and d not in (cycle or [])]
-        if waiting:
-            parts.append(f"waits for {', '.join(waiting)} to be completed")
-        reasons[task.name] = f"'{task.name}' " + "; ".join(parts)
-    return reasons
-
-
-def _cycle_from(start: str, deps: dict[str, list[str]]) -> list[str] | None:
-    """A dependency path from `start` back to itself, or None."""
-    stack: list[tuple[str, list[str]]] = [(start, [start])]
-    seen: set[str] = set()
-    while stack:
-        node, path = stack.pop()
-        for nxt in deps.get(node, []):
-            if nxt == start:
-                return [*path, start]
-            if nxt not in seen and nxt in deps:
-                seen.add(nxt)
-                stack.append((nxt, [*path, nxt]))
-    return None
+    return blocked_reasons_of(todo.names, {t.name: t.depends for t in todo.tasks}, done)
