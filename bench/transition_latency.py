@@ -8,7 +8,11 @@ With --against=DIR: the same transition through this tree and another checkout, 
 through `python -m taskgate` and through the console script, wall and CPU time, with each
 tree's import-time breakdown (issue 18).
 
+With --scale --against=DIR: the scale cases of both trees, interleaved, with the CPU time of
+each command beside its wall clock.
+
 Run: python bench/transition_latency.py [rounds] [--scale [--events=N] [--tasks=N]]
+     python bench/transition_latency.py [rounds] --scale --against=DIR
      python bench/transition_latency.py [rounds] --against=DIR
 """
 
@@ -33,11 +37,14 @@ def main() -> int:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     rounds = int(args[0]) if args else 40
     against = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--against=")), "")
-    if against:
-        return versus(rounds, Path(against).resolve())
     if "--scale" in sys.argv:
         sizes = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
-        return scale(rounds, int(sizes.get("events", 2000)), int(sizes.get("tasks", 10_000)))
+        events, tasks = int(sizes.get("events", 2000)), int(sizes.get("tasks", 10_000))
+        if against:
+            return scale_versus(rounds, events, tasks, Path(against).resolve())
+        return scale(rounds, events, tasks)
+    if against:
+        return versus(rounds, Path(against).resolve())
     repo = scratch_repo()
     tg(repo, "start", "task-0")
     wt = repo / ".taskgate" / "tasks" / "task-0" / "code"
@@ -144,6 +151,88 @@ def scale(rounds: int, events: int, tasks: int) -> int:
     for name, samples in times.items():
         ms = median_ms(samples)
         print(f"{name:<28} median {ms:7.1f} ms   / fresh {ms / fresh:5.2f}")
+    return 0
+
+
+_SETUP = """
+import sys
+from pathlib import Path
+from taskgate.store.records import TaskRow
+from taskgate.store.sqlite import SqliteStore
+what, count, db = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+store = SqliteStore(Path(db))
+try:
+    with store.write() as tx:
+        for i in range(count):
+            if what == "events":
+                payload = {"session": "bench", "tool": "Edit", "file": f"src/m{i % 50}.py"}
+                tx.append_event("task-0", "tool_usage", payload, "2026-01-01T00:00:00Z")
+            else:
+                tx.insert_task(TaskRow(name=f"t{i:05d}", state="REQUIREMENTS", session_id=f"s{i}",
+                    host="bench", fence=1, created_at="2026-01-01T00:00:00Z",
+                    updated_at="2026-01-01T00:00:00Z", risk_level="HIGH",
+                    required_agents=("architect", "quality", "style", "build")))
+finally:
+    store.close()
+"""
+
+
+def _tree_case(src: Path, what: str, count: int) -> Path:
+    """A classified task-0 made by the tree at `src`, with `count` events on it or other
+    tasks beside it written by that tree's own store code; its worktree."""
+    repo = scratch_repo()
+    wt = repo / ".taskgate" / "tasks" / "task-0" / "code"
+    for args, cwd in ((["start", "task-0"], repo), (["classify", "task-0"], wt)):
+        subprocess.run([sys.executable, "-m", "taskgate", *args], cwd=cwd, env=_env_for(src),
+                       check=True, capture_output=True)  # fmt: skip
+    if count:
+        db = str(repo / ".taskgate" / "state.db")
+        subprocess.run([sys.executable, "-c", _SETUP, what, str(count), db], env=_env_for(src),
+                       check=True, capture_output=True)  # fmt: skip
+    return wt
+
+
+def scale_versus(rounds: int, events: int, tasks: int, other: Path) -> int:
+    """--scale through this tree and another checkout (`--against=DIR`), every case of both
+    trees interleaved in each round: the ratios to a fresh repository per tree, in wall
+    clock and in CPU time of the command (less moved by the machine's load)."""
+    trees = {"this tree": ROOT / "src", f"before ({other.name})": other / "src"}
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(other / "src")], check=True,
+                   capture_output=True)  # fmt: skip
+    names = ("fresh repository", f"task with {events:,} events", f"store with {tasks:,} tasks")
+    counts = (("", 0), ("events", events), ("tasks", tasks))
+    cases = {
+        (tree, name): _tree_case(src, what, count)
+        for tree, src in trees.items()
+        for name, (what, count) in zip(names, counts, strict=True)
+    }
+    load = os.getloadavg()
+    walls: dict[tuple[str, str], list[float]] = {key: [] for key in cases}
+    cpus: dict[tuple[str, str], list[float]] = {key: [] for key in cases}
+    base: list[float] = []
+    cli = [sys.executable, "-m", "taskgate", "transition", "task-0"]
+    for _ in range(rounds):  # interleaved: machine noise hits every case of both trees alike
+        base.append(timed([sys.executable, "-c", "pass"], ROOT))
+        for (tree, name), wt in cases.items():
+            for target in (["REQUIREMENTS"], ["CLASSIFIED", "--reason", "bench round trip"]):
+                wall, cpu = _cpu_timed([*cli, *target], wt, trees[tree])
+                walls[(tree, name)].append(wall)
+                cpus[(tree, name)].append(cpu)
+    end = os.getloadavg()
+    print(f"transition at scale (issue 18), {rounds} rounds of a forward + a backward move, "
+          f"both trees interleaved; load average {load[0]:.1f} -> {end[0]:.1f} "
+          f"({os.cpu_count()} CPUs)")  # fmt: skip
+    print(f"python3 -c pass              median {median_ms(base):7.1f} ms")
+    for tree in trees:
+        print(f"{tree}:")
+        fresh_wall, fresh_cpu = (
+            median_ms(walls[(tree, names[0])]),
+            median_ms(cpus[(tree, names[0])]),
+        )
+        for name in names:
+            wall, cpu = median_ms(walls[(tree, name)]), median_ms(cpus[(tree, name)])
+            print(f"  {name:<26} median {wall:7.1f} ms / fresh {wall / fresh_wall:5.2f}   "
+                  f"CPU {cpu:6.1f} ms / fresh {cpu / fresh_cpu:5.2f}")  # fmt: skip
     return 0
 
 

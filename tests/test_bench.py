@@ -24,6 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
             ["1", "--scale", "--events=20", "--tasks=20"],
             "transition at scale",
         ),
+        (
+            "transition_latency.py",
+            ["1", "--scale", "--events=20", "--tasks=20", f"--against={ROOT}"],
+            "before (",
+        ),
         ("status_scale.py", ["200"], "status --json over 200 tasks"),
         ("demo_time.py", ["1"], "taskgate demo --yes, 1 runs"),
         ("team.py", ["4", "50", "1"], "one transition"),  # issue 20: a real PostgreSQL server

@@ -130,6 +130,7 @@ def test_read_only_tools_are_always_allowed(shared: Repo) -> None:
         (f".taskgate/tasks/{TASK}/task.json", "R-LCK-09"),
         (f".taskgate/tasks/{TASK}/user-plan-approval-obtained.flag", "R-CKP-03"),
         (f".taskgate/tasks/{TASK}/audit-trail.json", "R-AUD-01"),
+        (f".taskgate/tasks/{TASK}/store-record.jsonl", "R-AUD-01"),
         (f".taskgate/tasks/{TASK}/agents/quality/status.json", "R-AST-01"),
         ("taskgate.toml", "R-CKP-02"),
         (".claude/settings.json", "R-CKP-02"),

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import Repo
+from taskgate.engine import store_record
 from test_complete import TASK, approved_repo
 
 DB = Path(".taskgate") / "state.db"
@@ -59,6 +60,23 @@ def lose_wal(repo: Repo, copy: Path) -> None:
     for suffix in ("-wal", "-shm"):
         Path(f"{repo.path / DB}{suffix}").unlink(missing_ok=True)
     shutil.copy(copy, repo.path / DB)
+
+
+def record_path(repo: Repo) -> Path:
+    return repo.task_dir(TASK) / store_record.FILE_NAME
+
+
+def read_record(repo: Repo) -> dict[str, Any]:
+    """The rows the task's store-record.jsonl adds up to."""
+    got = store_record.replay(record_path(repo))
+    assert got is not None and got.record is not None and not got.damage
+    return got.record
+
+
+def write_record(repo: Repo, record: dict[str, Any]) -> None:
+    """The record replaced by `record` as one line, its hash recomputed (a forger who knows
+    the format)."""
+    record_path(repo).write_bytes(store_record.encode(record))
 
 
 def aside_dirs(repo: Repo) -> list[Path]:
@@ -180,12 +198,10 @@ def test_an_edited_view_is_not_proven(arepo: Repo) -> None:
     db.unlink()
     for suffix in ("-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
-    trail_path = arepo.task_dir(TASK) / "audit-trail.json"
-    trail = json.loads(trail_path.read_text())
-    events = trail["store_record"]["events"]
-    approval = next(e for e in events if e["kind"] == "approval")
+    record = read_record(arepo)
+    approval = next(e for e in record["events"] if e["kind"] == "approval")
     approval["payload"]["provenance"] = "terminal-forged"
-    trail_path.write_text(json.dumps(trail))
+    write_record(arepo, record)  # every line hash recomputed: only the chain and git tell
     out = arepo.run("recover", "--rebuild", "--json")
     assert out.code == 4
     (task,) = out.json()["tasks"]
@@ -400,16 +416,14 @@ def test_an_approval_added_to_the_views_is_restored_revoked(tmp_path: Path) -> N
     db = repo.path / DB
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
-    trail_path = repo.task_dir(TASK) / "audit-trail.json"
-    trail = json.loads(trail_path.read_text())
-    record = trail["store_record"]
+    record = read_record(repo)
     shown = record["presentations"][-1]
     record["approvals"].append(
         {"task": TASK, "kind": "plan", "bound_to": shown["bound_to"], "id": 1,
          "presented_at": shown["at"], "approved_at": shown["at"], "provenance": "terminal",
          "message_hash": "", "revoked_at": None, "revoke_reason": ""}
     )  # fmt: skip
-    trail_path.write_text(json.dumps(trail))
+    write_record(repo, record)
     out = repo.run("recover", "--rebuild", "--json")
     assert out.code == 4, out.out + out.err
     (task,) = out.json()["tasks"]
@@ -424,3 +438,91 @@ def test_an_approval_added_to_the_views_is_restored_revoked(tmp_path: Path) -> N
     checks = {c["id"]: c for c in audit.json()["tasks"][0]["checks"]}
     assert not checks["rebuild"]["passed"]
     assert "recorded by no proven event" in checks["rebuild"]["findings"][0]["evidence"]
+
+
+# -- store-record.jsonl damaged as well (issue 18: the record appended, not rewritten) ----------
+
+
+def lose_store(repo: Repo) -> None:
+    db = repo.path / DB
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+
+def record_lines(repo: Repo) -> list[bytes]:
+    return record_path(repo).read_bytes().split(b"\n")[:-1]
+
+
+def test_a_store_lost_with_its_record_is_not_made_up(arepo: Repo) -> None:
+    lose_store(arepo)
+    record_path(arepo).unlink()
+    out = arepo.run("recover", "--rebuild", "--json")
+    assert out.code == 4, out.out + out.err
+    (task,) = out.json()["tasks"]
+    assert task["source"] == "none" and not task["proven"]
+    assert any(store_record.FILE_NAME in p and "missing" in p for p in task["problems"])
+    # Nothing restored: its views stay the evidence of the lost steps (exit 5, with the way out).
+    assert arepo.run("status", TASK).code == 5
+
+
+@pytest.mark.parametrize("damage", ["torn", "garbled", "forged"])
+def test_a_damaged_record_restores_what_verifies_and_says_what_not(
+    arepo: Repo, damage: str
+) -> None:
+    """The store lost and its record damaged too: the lines up to the damage are restored
+    and proven as far as git anchors them; the damage is named in the rebuild's output and
+    in `audit`; task.json, rendered after what could be restored, is kept aside; the task
+    carries on from there."""
+    before = dump(arepo.path / DB)
+    lines = record_lines(arepo)
+    lose_store(arepo)
+    if damage == "torn":  # a crash while appending the last line
+        data = record_path(arepo).read_bytes()
+        record_path(arepo).write_bytes(data[: len(data) - len(lines[-1]) // 2 - 1])
+        where = "torn line"
+    else:
+        middle = len(lines) // 2
+        if damage == "garbled":
+            lines[middle] = b"\x00" * 40
+        else:  # the task row edited, the line's hash left as it was
+            entry = json.loads(lines[middle])
+            entry["task"]["state"] = "COMPLETE"
+            lines[middle] = json.dumps(entry, sort_keys=True, separators=(",", ":")).encode()
+        record_path(arepo).write_bytes(b"\n".join(lines) + b"\n")
+        where = f"line {middle + 1} of {len(lines)} does not verify"
+    out = arepo.run("recover", "--rebuild", "--json")
+    assert out.code == 4, out.out + out.err
+    (task,) = out.json()["tasks"]
+    assert task["source"] == "views" and not task["proven"]
+    assert any(where in p for p in task["problems"]), task["problems"]
+    after = dump(arepo.path / DB)
+    kept = after["events"][:-1]  # the rebuild's own recovery event last
+    assert kept == before["events"][: len(kept)]  # a prefix: nothing invented
+    audit = arepo.run("audit", TASK, "--json")
+    checks = {c["id"]: c for c in audit.json()["tasks"][0]["checks"]}
+    assert not checks["rebuild"]["passed"]
+    assert any(where in f["evidence"] for f in checks["rebuild"]["findings"])
+    assert arepo.run("status", TASK).code == 0  # usable again, from what was restored
+
+
+def test_a_record_behind_or_torn_with_the_store_intact_is_found_and_repaired(
+    arepo: Repo,
+) -> None:
+    """No rebuild needed: `audit` names the damaged record (a view), `recover --repair`
+    writes it again from the store."""
+    old = record_path(arepo).read_bytes()
+    arepo.ok("present", TASK)
+    record_path(arepo).write_bytes(old)  # behind: an older copy put back
+    audit = arepo.run("audit", TASK, "--json")
+    assert audit.code == 1
+    checks = {c["id"]: c for c in audit.json()["tasks"][0]["checks"]}
+    assert any(store_record.FILE_NAME in f["evidence"] for f in checks["views"]["findings"])
+    arepo.ok("recover", TASK, "--repair")
+    arepo.ok("audit", TASK)
+    data = record_path(arepo).read_bytes()
+    record_path(arepo).write_bytes(data[:-5])  # torn
+    audit = arepo.run("audit", TASK, "--json")
+    checks = {c["id"]: c for c in audit.json()["tasks"][0]["checks"]}
+    assert any("torn line" in f["evidence"] for f in checks["views"]["findings"])
+    arepo.ok("recover", TASK, "--repair")
+    arepo.ok("audit", TASK)

@@ -9,10 +9,14 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from taskgate.store import snapshot
+from taskgate.store.base import Conflict
 from taskgate.store.records import ApprovalRow, TaskRow
 from taskgate.store.sqlite import SqliteStore
 
@@ -262,3 +266,200 @@ def test_many_held_tasks_are_found_by_session_not_parsed(tmp_path: Path) -> None
     assert index.held_by("nobody") == []
     assert len(calls) == 2  # the header and that one line
     assert on_disk(s) == truth(s)
+
+
+# -- the step's rewrite of its own tasks' lines (issue 18) -----------------------------------
+
+_NAMES = ["0-first", "a", "a-b", "b", "t1", "t2", "zz", "ü-task"]
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            [
+                "insert",
+                "state",
+                "agents",
+                "release",
+                "claim",
+                "approve",
+                "revoke",
+                "validation",
+                "tool",
+            ]
+        ),
+        st.sampled_from(_NAMES),
+        st.integers(0, 3),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+def _apply(tx: Any, op: str, name: str, n: int) -> None:
+    current = tx.task(name)
+    if op == "insert":
+        if current is None:
+            tx.insert_task(row(name, f"s-{name}") if n else row(name, None))  # type: ignore[arg-type]
+        return
+    if current is None:
+        return
+    if op == "state":
+        tx.update_task(name, current.seq, state=["INIT", "CLASSIFIED", "REVIEW", "DONE"][n])
+    elif op == "agents":
+        tx.update_task(name, current.seq, required_agents=("architect", "qa", "style")[:n])
+    elif op == "release":
+        tx.update_task(name, current.seq, lock_released_at=AT)
+    elif op == "claim":
+        tx.update_task(name, current.seq, session_id=f"s-{name}-{n}", lock_released_at=None)
+    elif op == "approve":
+        tx.add_approval(ApprovalRow(name, "plan" if n else "changes", "sha", AT, AT, "p", "h"))
+    elif op == "revoke":
+        tx.revoke_approvals(name, "plan", AT, "changed")
+    elif op == "validation":
+        tx.append_event(name, "validation", {"responsible": "main" if n % 2 else "agent"}, AT)
+    else:
+        tx.append_event(name, "tool_usage", {"tool": "Edit"}, AT)
+
+
+def _full_text(store: SqliteStore) -> str:
+    with sqlite3.connect(store.path) as conn:
+        return snapshot.file_text(conn, json.loads)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(_OPS, min_size=1, max_size=8))
+def test_a_step_rewrites_its_tasks_lines_exactly_as_a_whole_rebuild(
+    steps: list[list[tuple[str, str, int]]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The lines of the tasks a write changed, spliced into the file it found, equal the
+    file rebuilt from every task; and the whole rebuild is not what ran."""
+    store = SqliteStore(tmp_path_factory.mktemp("patch") / "state.db")
+    whole: list[int] = []
+    real = snapshot.file_text
+
+    def counted(conn: Any, loads: Any) -> str:
+        whole.append(1)
+        return real(conn, loads)
+
+    try:
+        for ops in steps:
+            try:
+                snapshot.file_text = counted  # type: ignore[assignment]
+                with store.write() as tx:
+                    for op in ops:
+                        _apply(tx, op[0], op[1], op[2])
+            except Conflict:
+                continue  # two tasks claimed by one session: refused, nothing written
+            finally:
+                snapshot.file_text = real  # type: ignore[assignment]
+            if store.snapshot_path.exists() or whole:
+                assert store.snapshot_path.read_text() == _full_text(store)
+        assert len(whole) <= 1  # the first write finds no file: only it rebuilds whole
+    finally:
+        store.close()
+
+
+def test_a_file_older_than_the_store_is_rebuilt_whole_not_patched(store: SqliteStore) -> None:
+    """After a power loss the file can be older than a committed step (neither is fsynced):
+    its generation is behind, so the next step rebuilds it from every task."""
+    old = store.snapshot_path.read_bytes()
+    with store.write() as tx:
+        current = tx.task("t2")
+        assert current is not None
+        tx.update_task("t2", current.seq, state="REVIEW")
+    store.snapshot_path.write_bytes(old)  # the step's rewrite lost, the commit kept
+    with store.write() as tx:
+        current = tx.task("t1")
+        assert current is not None
+        tx.update_task("t1", current.seq, state="CLASSIFIED")
+    assert store.snapshot_path.read_text() == _full_text(store)
+    assert {t["name"]: t["state"] for t in on_disk(store)["tasks"]} == {  # type: ignore[index]
+        "t1": "CLASSIFIED",
+        "t2": "REVIEW",
+    }
+
+
+def test_a_file_its_generation_does_not_vouch_for_is_rebuilt_whole(store: SqliteStore) -> None:
+    """hook-snapshot.gen missing (a taskgate before it, or a crash between the two writes),
+    naming another clock, or another file (one written over in place): the next step builds
+    the file from every task."""
+    gen = store.snapshot_path.with_name(snapshot.GEN_FILE)
+    for damage in ("missing", "clock", "in place"):
+        text = store.snapshot_path.read_text()
+        vouched = gen.read_text()
+        store.snapshot_path.write_text(text.replace("t2\tINIT", "t2\tREVIEW"))  # not the store's
+        if damage == "missing":
+            gen.unlink()
+        elif damage == "clock":
+            clock = (snapshot.read_generation(str(gen.parent)) or (0, ""))[0]
+            gen.write_text(f"{clock + 7} {snapshot.file_key(os.stat(store.snapshot_path))}\n")
+        else:
+            gen.write_text(vouched)  # the clock is right; the file is not the one it names
+        with store.write() as tx:
+            current = tx.task("t1")
+            assert current is not None
+            tx.update_task("t1", current.seq, state=f"S-{damage}")
+        assert store.snapshot_path.read_text() == _full_text(store)
+        with sqlite3.connect(store.path) as conn:
+            found = snapshot.read_generation(str(gen.parent))
+            assert found is not None and found[0] == snapshot.generation(conn)
+
+
+def test_a_lock_taken_over_by_another_session_moves_its_held_line(store: SqliteStore) -> None:
+    """The held line is keyed by the session: a takeover removes it under the old one."""
+    with store.write() as tx:
+        tx.insert_task(row("t0", "s9"))
+    for session in ("s0", "s5", "s3"):
+        with store.write() as tx:
+            current = tx.task("t0")
+            assert current is not None
+            tx.update_task("t0", current.seq, session_id=session)
+        assert store.snapshot_path.read_text() == _full_text(store)
+        assert store.snapshot_path.read_text().count("\tt0\t{") == 1
+
+
+def test_a_store_changed_around_taskgate_is_rebuilt_whole_at_the_next_step(
+    store: SqliteStore,
+) -> None:
+    """The sqlite3 shell moves the snapshot clock too (its triggers): the next step does
+    not splice into a file that no longer matches the store, it builds it from every task."""
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("UPDATE tasks SET state = 'REVIEW' WHERE name = 't2'")
+    with store.write() as tx:
+        current = tx.task("t1")
+        assert current is not None
+        tx.update_task("t1", current.seq, state="CLASSIFIED")
+    assert store.snapshot_path.read_text() == _full_text(store)
+    assert "t2\tREVIEW\t" in store.snapshot_path.read_text()
+
+
+def test_writes_held_back_are_spliced_together_at_the_flush(store: SqliteStore) -> None:
+    """Inside the engine's views_deferred (Store.hold_snapshot) the writes drop the file and
+    the flush rewrites it once: from the file the first one found, with every task they
+    changed, when nothing else moved the clock in between; else whole."""
+    whole: list[int] = []
+    real = snapshot.file_text
+
+    def counted(conn: Any, loads: Any) -> str:
+        whole.append(1)
+        return real(conn, loads)
+
+    for other_writer in (False, True):
+        whole.clear()
+        store.hold_snapshot = True
+        snapshot.file_text = counted  # type: ignore[assignment]
+        try:
+            for name, state in (("t1", "A"), ("t2", "B"), ("t1", "C")):
+                with store.write() as tx:
+                    current = tx.task(name)
+                    assert current is not None
+                    tx.update_task(name, current.seq, state=f"{state}{other_writer}")
+                assert not store.snapshot_path.exists()
+                if other_writer:
+                    with sqlite3.connect(store.path) as conn:  # around the held writes
+                        conn.execute("UPDATE tasks SET state = 'X' WHERE name = 't2'")
+            store.refresh_held()
+        finally:
+            snapshot.file_text = real  # type: ignore[assignment]
+            store.hold_snapshot = False
+        assert store.snapshot_path.read_text() == _full_text(store)
+        assert len(whole) == (1 if other_writer else 0)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def atomic_write(path: Path, text: str, *, durable: bool = True) -> None:
+def atomic_write(path: Path, text: str | bytes, *, durable: bool = True) -> None:
     """Replace `path` with `text` so that readers see the old or the new file, never a part.
 
     `durable=False` skips the fsync: still atomic for readers and across a crash of this
@@ -26,8 +26,8 @@ def atomic_write(path: Path, text: str, *, durable: bool = True) -> None:
     tmp = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text if isinstance(text, bytes) else text.encode("utf-8"))
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from taskgate.engine import guard_trail, views
+from taskgate.engine import guard_trail, store_record, views
 from taskgate.engine.anchor import check_anchor
 from taskgate.engine.core import Engine, check_history
 from taskgate.engine.workspace import Workspace, require_initialized
@@ -427,9 +427,15 @@ def view_problems(ws: Workspace, snap: TaskSnapshot) -> list[str]:
         # Rewritten only when its content changes (issue 18): an earlier _seq is current.
         expected = views.settled(view, views.status_json(snap, agent))
         problems += _differences(f"agents/{agent}/status.json", view, expected)
-    problems += _differences(
-        "audit-trail.json", read_json(task_dir / "audit-trail.json"), views.audit_trail_json(snap)
-    )
+    trail = read_json(task_dir / "audit-trail.json")
+    expected_trail = views.audit_trail_json(snap)
+    record = store_record.whole(snap)
+    old_record = trail.pop("store_record", None) if isinstance(trail, dict) else None
+    if old_record is not None and old_record != record and not _record_grew(old_record, record):
+        trail["store_record"] = old_record  # a taskgate before store-record.jsonl: compared
+        expected_trail["store_record"] = record
+    problems += _differences("audit-trail.json", trail, expected_trail)
+    problems += record_problems(ws, snap, old_record is not None)
     # Flags are views of active approvals (C-03, C-04): one that exists without an approval
     # in the store approves nothing, and is exactly what an agent touching a flag leaves.
     for kind, wanted in views._flag_states(snap).items():
@@ -444,6 +450,28 @@ def view_problems(ws: Workspace, snap: TaskSnapshot) -> list[str]:
                 f"{path.name} is missing although the store holds an active {kind} record"
             )
     return problems
+
+
+def record_problems(ws: Workspace, snap: TaskSnapshot, in_trail: bool = False) -> list[str]:
+    """How the task's store-record.jsonl (engine/store_record.py) disagrees with the store:
+    lines that do not verify, or rows that differ beyond what the hooks' appends explain
+    (`in_trail`: an older taskgate kept the record in audit-trail.json instead)."""
+    path = ws.task_dir(snap.task.name) / store_record.FILE_NAME
+    got = store_record.replay(path)
+    if got is None:
+        return [] if in_trail else [f"{store_record.FILE_NAME} is missing"]
+    found = list(got.damage)
+    if got.record is None:
+        return found
+    wanted = json.loads(json.dumps(store_record.whole(snap)))  # tuples as the file has them
+    if got.record == wanted or _record_grew(got.record, wanted):
+        return found
+    return found + [
+        f"{store_record.FILE_NAME}: {key!r} is {_short(got.record.get(key))} in the view but "
+        f"{_short(wanted.get(key))} in the store"
+        for key in sorted(set(wanted) | set(got.record))
+        if got.record.get(key) != wanted.get(key)
+    ]
 
 
 def check_views(ws: Workspace, snap: TaskSnapshot) -> ar.CheckResult:

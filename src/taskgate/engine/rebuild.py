@@ -1,7 +1,9 @@
 """`taskgate recover --rebuild`: a lost or damaged store rebuilt from what the views and git prove.
 
-Every rendering of a task's `audit-trail.json` carries `store_record`: each row the store held
-for the task at that `_seq`, the hash-chained events included (engine/views.py). When the store
+Every task's views include `store-record.jsonl`: each row the store held for the task, the
+hash-chained events included, a line appended per rendering (engine/store_record.py; a
+taskgate before it kept the rows as `store_record` in audit-trail.json, still read). A torn
+or garbled line ends what is read of it, and is named among the task's problems. When the store
 is gone (missing, zero bytes, not a database, a damaged schema) or behind its views (a lost
 WAL, an old copy restored), `--rebuild`:
 
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from taskgate.engine import anchor, views
+from taskgate.engine import anchor, store_record, views
 from taskgate.engine.core import Engine
 from taskgate.engine.workspace import Workspace, store_problem
 from taskgate.errors import Corrupted, EnvironmentFault, Locked, UsageError
@@ -133,19 +135,32 @@ class RebuildResult:
 # -- reading what is left ------------------------------------------------------------------------
 
 
-def record_from_views(ws: Workspace, task: str) -> tuple[TaskSnapshot | None, str]:
-    """The store rows the task's audit-trail.json carries, or None and why not."""
+def record_from_views(ws: Workspace, task: str) -> tuple[TaskSnapshot | None, str, list[str]]:
+    """The store rows the task's store-record.jsonl adds up to (or, rendered by a taskgate
+    before it, its audit-trail.json's `store_record`): the rows, or None and why not, and
+    what was wrong with the file (lines that do not verify are not used)."""
+    path = ws.task_dir(task) / store_record.FILE_NAME
+    got = store_record.replay(path)
+    if got is None:
+        return _record_in_trail(ws, task)
+    if got.record is None:
+        return None, f"{path}: no line verifies ({'; '.join(got.damage)})", got.damage
+    try:
+        return _snapshot_of(task, got.record), "", got.damage
+    except (TypeError, ValueError, KeyError) as exc:
+        return None, f"{path}: the store record does not parse ({exc})", got.damage
+
+
+def _record_in_trail(ws: Workspace, task: str) -> tuple[TaskSnapshot | None, str, list[str]]:
     path = ws.task_dir(task) / "audit-trail.json"
     data = read_json(path)
-    if not isinstance(data, dict):
-        return None, f"{path} is missing or does not parse"
-    record = data.get("store_record")
-    if not isinstance(record, dict):
-        return None, f"{path} carries no store record (rendered by a taskgate before 0.x)"
+    record = data.get("store_record") if isinstance(data, dict) else None
+    if not isinstance(record, dict):  # nor an audit-trail.json of a taskgate before it
+        return None, f"{ws.task_dir(task) / store_record.FILE_NAME} is missing", []
     try:
-        return _snapshot_of(task, record), ""
+        return _snapshot_of(task, record), "", []
     except (TypeError, ValueError, KeyError) as exc:
-        return None, f"{path}: the store record does not parse ({exc})"
+        return None, f"{path}: the store record does not parse ({exc})", []
 
 
 def _snapshot_of(task: str, record: dict[str, Any]) -> TaskSnapshot:
@@ -240,7 +255,7 @@ def damage(ws: Workspace) -> str:
     behind = []
     for name in _view_tasks(ws):
         rendered = views.view_seq(ws, name)
-        view, _ = record_from_views(ws, name)
+        view, _, _ = record_from_views(ws, name)
         seq = old[name].task.seq if name in old else None
         if (rendered is not None and (seq is None or rendered > seq)) or (
             view is not None and (name not in old or _newer(view, old[name]))
@@ -369,7 +384,7 @@ def _move_aside(ws: Workspace, stamp: str) -> Path:
     aside.mkdir(parents=True, exist_ok=False)
     db = ws.db_path
     snapshots = (hook_snapshot.FILE_NAME, hook_snapshot.SEQ_FILE, hook_snapshot.AHEAD_NAME,
-                 hook_snapshot.AHEAD_SEQ)  # fmt: skip
+                 hook_snapshot.AHEAD_SEQ, hook_snapshot.GEN_FILE)  # fmt: skip
     for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm"), *(ws.state_dir / n for n in snapshots)):
         if path.exists():
             os.replace(path, aside / path.name)
@@ -416,10 +431,10 @@ def _rebuild(engine: Engine) -> RebuildResult:
     result = RebuildResult(found)
     chosen: list[tuple[TaskSnapshot, TaskRebuild]] = []
     for name in sorted(set(old) | set(_view_tasks(ws))):
-        view, why = record_from_views(ws, name)
+        view, why, damaged = record_from_views(ws, name)
         stored = old.get(name)
         if view is not None and (stored is None or _newer(view, stored)):
-            snap, item = view, TaskRebuild(name, "views")
+            snap, item = view, TaskRebuild(name, "views", problems=list(damaged))
         elif stored is not None:
             snap, item = stored, TaskRebuild(name, "store")
         else:
@@ -476,10 +491,28 @@ def _rebuild(engine: Engine) -> RebuildResult:
     result.kept_aside = str(aside)
     result.tasks = sorted([i for _, i in chosen] + result.tasks, key=lambda i: i.task)
     for _, item in chosen:
+        _views_beyond(ws, item, aside)
+    for _, item in chosen:
         if item.source == "views":
             _record(engine, item, found, str(aside))
     engine.store.refresh_snapshot(wait_s=1.0)
     return result
+
+
+def _views_beyond(ws: Workspace, item: TaskRebuild, aside: Path) -> None:
+    """task.json rendered after what was restored (the record's last lines torn or lost as
+    well as the store): those steps are gone. task.json goes aside with the damaged store,
+    so the task carries on from what was restored, and the task's problems say so."""
+    rendered = views.view_seq(ws, item.task)
+    if item.source == "none" or item.seq is None or rendered is None or rendered <= item.seq:
+        return
+    kept = aside / f"{item.task}.task.json"
+    os.replace(ws.task_dir(item.task) / "task.json", kept)
+    item.problems.append(
+        f"task.json was rendered at seq {rendered} but what was restored ends at seq "
+        f"{item.seq}: the steps after it are lost (the store and the end of "
+        f"{store_record.FILE_NAME} both); task.json is kept as {kept}"
+    )
 
 
 def _record(engine: Engine, item: TaskRebuild, found: str, aside: str) -> None:

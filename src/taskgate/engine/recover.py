@@ -443,6 +443,16 @@ def _repair_corruption(engine: Engine, snap: TaskSnapshot, d: Diagnosis) -> None
         # Re-rendering happens after the step's commit (Engine.step); the event records why.
         _audit_repair(engine, name, "P4", ["re-rendered the views from the store"])
         d.repaired.append("re-rendered the views from the store")
+        _rewrite_record(engine, name)
+
+
+def _rewrite_record(engine: Engine, task: str) -> None:
+    """A step appends to store-record.jsonl; damage before its last line needs it whole."""
+    from taskgate.engine import store_record
+
+    snap = engine.snapshot(task)
+    if snap is not None and audit_mod.record_problems(engine.ws, snap):
+        store_record.rewrite(engine.ws.task_dir(task), snap)
 
 
 def _audit_repair(engine: Engine, task: str, procedure: str, repaired: list[str]) -> None:

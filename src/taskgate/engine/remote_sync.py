@@ -48,7 +48,7 @@ AUDIT_PREFIX = "refs/taskgate/audit/"
 ARCHIVAL_PREFIX = "refs/taskgate/archival/"  # complete's archival commit, for a hand-over
 ZERO = "0" * 40
 # Files in the task directory that are views of the store (re-rendered on every machine).
-_VIEWS = {"task.json", "audit-trail.json"}
+_VIEWS = {"task.json", "audit-trail.json", "store-record.jsonl"}
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "taskgate", "GIT_AUTHOR_EMAIL": "taskgate@localhost",
     "GIT_COMMITTER_NAME": "taskgate", "GIT_COMMITTER_EMAIL": "taskgate@localhost",

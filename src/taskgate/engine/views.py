@@ -4,7 +4,9 @@ Every view carries `_seq`, the store sequence of the task it reflects; a missing
 corrupt view is re-rendered by the next command that touches the task. task.json and
 audit-trail.json are rewritten by every step; an agent's status.json and the flags only when
 their content changes (issue 18: most steps changed nothing in them but `_seq`), so theirs is
-the sequence they were last rendered at, never above the task's (`settled`).
+the sequence they were last rendered at, never above the task's (`settled`). The task's
+store record (store-record.jsonl, what `recover --rebuild` restores from) is appended to,
+a line per rendering (engine/store_record.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from json.encoder import encode_basestring as _escape
 from pathlib import Path
 
 from taskgate import failpoints
+from taskgate.engine import store_record
 from taskgate.engine.workspace import Workspace
 from taskgate.fsutil import atomic_write, read_json
 from taskgate.store.records import TaskSnapshot
@@ -202,7 +205,6 @@ def audit_trail_json(snap: TaskSnapshot) -> dict[str, Any]:
         "approvals": [],
         "events": len(snap.events),
         "chain_head": snap.events[-1].hash if snap.events else None,
-        "store_record": store_record(snap),
     }
     running: dict[str, dict[str, Any] | None] = {}
     for e in snap.events:
@@ -249,22 +251,6 @@ def audit_trail_json(snap: TaskSnapshot) -> dict[str, Any]:
     return trail
 
 
-def store_record(snap: TaskSnapshot) -> dict[str, Any]:
-    """Every row the store holds for the task, events with their hashes included: what
-    `taskgate recover --rebuild` restores a lost store from (engine/rebuild.py proves the
-    events against the chain head anchored in git; the rest is checked against them)."""
-    task = dict(vars(snap.task))
-    task["required_agents"] = list(snap.task.required_agents)
-    return {
-        "task": task,
-        **{name: [dict(vars(row)) for row in getattr(snap, name)] for name in RECORD_TABLES},
-    }
-
-
-RECORD_TABLES = ("transitions", "agents", "verdicts", "presentations", "approvals",
-                 "validations", "events")  # fmt: skip
-
-
 def _flag_states(snap: TaskSnapshot) -> dict[str, bool]:
     """Which flag views must exist: approvals that hold in the store (C-03, C-04)."""
     return {
@@ -305,6 +291,8 @@ def render(ws: Workspace, snap: TaskSnapshot) -> None:
     task_dir.mkdir(parents=True, exist_ok=True)
     for agent in snap.task.required_agents:
         _write_changed(ws.agent_dir(name, agent) / "status.json", status_json(snap, agent))
+    # What `recover --rebuild` restores from: appended, not rewritten (engine/store_record.py).
+    store_record.render(task_dir, snap)
     _write_view(task_dir / "audit-trail.json", audit_trail_json(snap))
     failpoints.hit("views:mid")
     wanted = _flag_states(snap)

@@ -37,8 +37,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 STORE_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal", "hook-snapshot.json",
-               "hook-snapshot.clock")  # fmt: skip  # the clock: issue 20 (store/pg_hook.py)
-VIEWS = ("task.json", "audit-trail.json", "*.flag", "agents/*/status.json")
+               "hook-snapshot.clock",  # the clock: issue 20 (store/pg_hook.py)
+               "hook-snapshot.gen")  # fmt: skip  # which file a step may splice (snapshot.py)
+VIEWS = ("task.json", "audit-trail.json", "store-record.jsonl", "*.flag", "agents/*/status.json")
 MAIN_REFS = ("main", "master")
 GOVERNED_MARKER = "taskgate-governed"  # engine/workspace.py
 PEERS = "peers"  # server/peers.py DIR

@@ -32,6 +32,7 @@ PROTECTED_MARKERS = (
     "task.json",
     ".flag",
     "audit-trail",
+    "store-record",
     "status.json",
     "taskgate.toml",
     ".claude",
@@ -162,7 +163,7 @@ def _store_rule(path: str) -> str:
     name = os.path.basename(path)
     if name.endswith(".flag"):
         return "R-CKP-03"  # flags are views of approvals recorded from the person
-    if name == "audit-trail.json":
+    if name in ("audit-trail.json", "store-record.jsonl"):
         return "R-AUD-01"
     if name == "status.json":
         return "R-AST-01"

@@ -12,7 +12,9 @@ The file is never stale, because it changes only under the store's write lock:
 - a write transaction that changes anything the snapshot holds deletes the file before it
   commits (`SqliteTx.touches_snapshot`);
 - the file is (re)written only inside a `BEGIN IMMEDIATE` transaction, from what that
-  transaction reads, so it is the latest committed state and no commit can come between;
+  transaction reads, so it is the latest committed state and no commit can come between
+  (after a step, from the file the step found, with the lines of the tasks it changed read
+  again: `patched`, when `hook-snapshot.gen` shows the file was the store's just before);
 - a crash anywhere leaves either the file of the latest state or no file (the hook then
   reads the store; the next write or hook event rewrites it).
 
@@ -57,22 +59,27 @@ def collect(conn: Any, loads: Callable[[str], Any]) -> dict[str, Any]:
     return {"format": FORMAT, "tasks": tasks}
 
 
-def _held(conn: Any, rows: list[Any], loads: Callable[[str], Any]) -> list[dict[str, Any]]:
+def _held(
+    conn: Any, rows: list[Any], loads: Callable[[str], Any], only: list[str] | None = None
+) -> list[dict[str, Any]]:
     """The entries of the held tasks among `rows` (name, state, session, agents, released):
-    what the rules ask about a task whose lock is held (plan approved, C-27's fixer)."""
+    what the rules ask about a task whose lock is held (plan approved, C-27's fixer). With
+    `only`, the rows are those tasks' and the queries look at them alone (`patched`)."""
+    among, args = (_HELD, ()) if only is None else (",".join("?" * len(only)), tuple(only))
     approved = {
         str(task): int(count)
         for task, count in conn.execute(
             "SELECT task, COUNT(*) FROM approvals WHERE kind = ? AND revoked_at IS NULL "
-            f"AND task IN ({_HELD}) GROUP BY task",
-            (APPROVAL_KIND,),
+            f"AND task IN ({among}) GROUP BY task",
+            (APPROVAL_KIND, *args),
         ).fetchall()
     }
     validations = {
         str(task): payload
         for task, payload in conn.execute(
             "SELECT task, payload FROM events WHERE seq IN (SELECT MAX(seq) FROM events "
-            f"WHERE kind = 'validation' AND task IN ({_HELD}) GROUP BY task)"
+            f"WHERE kind = 'validation' AND task IN ({among}) GROUP BY task)",
+            args,
         ).fetchall()
     }
     entries = []
@@ -174,6 +181,205 @@ def file_text(conn: Any, loads: Callable[[str], Any]) -> str:
         "WHERE session_id IS NOT NULL AND lock_released_at IS NULL ORDER BY name"
     ).fetchall()
     return _header(count) + body + _held_lines(_held(conn, rows, loads))
+
+
+# -- the step's rewrite: only the lines of the tasks it changed ------------------------------
+#
+# The store's snapshot clock (store/snapshot_clock.py: SQLite triggers move it on every
+# change of what the snapshot is made of, through taskgate or around it) is the file's
+# generation: `hook-snapshot.gen`, written after the file, names the clock the file reflects
+# and the file itself (device, inode, size and times: a crash between the two writes, an old
+# file back after a power loss, or one written over in place does not match, and is not
+# trusted for a splice; no hook reads it). A step that changed tasks A and B
+# rewrites the file from the one it found (read under the write lock, before its commit) by
+# replacing the lines of A and B only, when that file reflects the clock at the start of the
+# step and no write came between the step's commit and the rewrite: then every other line is
+# the store's already (issue 18: the whole file was rebuilt from every task on every such
+# step, 250 ms at 10,000 held tasks). Anything else (no file, an older clock after a power
+# loss or a change around taskgate, a header without one, a line that does not fit)
+# rebuilds it whole, as before.
+
+_CLOCK = "SELECT seq FROM snapshot_clock WHERE id = 1"  # store/snapshot_clock.py TABLE
+GEN_FILE = "hook-snapshot.gen"
+
+
+def file_key(stat: Any) -> str:
+    """One version of a file, without reading it (as store/snapshot_clock.file_key)."""
+    return f"{stat.st_dev}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}"
+
+
+def read_generation(state_dir: str) -> tuple[int, str] | None:
+    """(clock, file key) that hook-snapshot.gen names, None when missing or unreadable."""
+    import os
+
+    try:
+        with open(os.path.join(state_dir, GEN_FILE), encoding="ascii") as handle:
+            clock, _, key = handle.read(200).strip().partition(" ")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return (int(clock), key) if clock.isdigit() and key else None
+
+
+def generation_text(clock: int, path: str) -> str | None:
+    """hook-snapshot.gen's text for the file at `path` at `clock`, None when it is gone."""
+    import os
+
+    try:
+        return f"{clock} {file_key(os.stat(path))}\n"
+    except OSError:
+        return None
+
+
+def read_file(path: str) -> tuple[bytes | None, str]:
+    """The snapshot file's bytes and key (None, "" when missing)."""
+    import os
+
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(), file_key(os.fstat(handle.fileno()))
+    except OSError:
+        return None, ""
+
+
+def generation(conn: Any) -> int | None:
+    """The store's snapshot clock; None where it has none (PostgreSQL, an older store)."""
+    try:
+        row = conn.execute(_CLOCK).fetchone()
+    except Exception:  # sqlite3.Error of whichever module the caller uses
+        return None
+    return row[0] if row is not None and type(row[0]) is int else None
+
+
+def _task_line(name: Any, state: Any, agents: Any) -> str | None:
+    """A task line as file_text's SQL writes it; None when it would break the line."""
+    if not (isinstance(name, str) and isinstance(state, str) and isinstance(agents, str)):
+        return None
+    line = f"{name}\t{state}\t{agents}\n"
+    if line.count("\t") != 2 or line.count("\n") != 1 or name.startswith("="):
+        return None
+    return line
+
+
+def _bisect_lines(buf: bytes, lo: int, hi: int, below: Callable[[bytes], bool]) -> int:
+    """The start of the first line in buf[lo:hi] (whole lines, sorted) that is not `below`
+    the one looked for; `hi` when every line is."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        start = buf.rfind(b"\n", lo, mid) + 1 or lo
+        end = buf.find(b"\n", start) + 1
+        if below(buf[start : end - 1]):
+            lo = end
+        else:
+            hi = start
+    return lo
+
+
+def _before_name(key: bytes) -> Callable[[bytes], bool]:
+    return lambda line: line.split(b"\t", 1)[0] < key
+
+
+def _before_held(order: tuple[bytes, bytes]) -> Callable[[bytes], bool]:
+    return lambda line: _held_order(line) < order
+
+
+def _held_line_of(body: bytes, cut: int, key: bytes, session: Any) -> tuple[int, int] | None:
+    """(start, end) of task `key`'s held line in body[cut:], None when it has none. Looked
+    up where its session (the store's now: a step seldom changes it) sorts it, else searched."""
+    mark = b"\t" + key + b"\t{"
+    if isinstance(session, str):
+        order = (_session_key(session)[:-1].encode("utf-8"), key)
+        at = _bisect_lines(body, cut, len(body), _before_held(order))
+        if body.startswith(order[0] + mark, at):
+            return at, body.find(b"\n", at) + 1
+    found = body.find(mark, cut)  # a name is followed by a tab and an object only there
+    if found < 0:
+        return None
+    return body.rfind(b"\n", cut, found) + 1 or cut, body.find(b"\n", found) + 1
+
+
+def _held_order(line: bytes) -> tuple[bytes, bytes]:
+    """(session key, name) of a held line: the order _held_lines sorts them in (the UTF-8
+    bytes of a str sort as its code points do; a key is a whole JSON string, never the
+    prefix of another)."""
+    key, name, _ = line.split(b"\t", 2)
+    return key, name
+
+
+def patched(
+    old: tuple[bytes | None, bool],
+    clocks: tuple[int | None, int | None],
+    conn: Any,
+    names: set[str],
+    loads: Callable[[str], Any],
+) -> bytes | None:
+    """file_text(conn, loads) from `old` (the file as a write transaction found it, and
+    whether hook-snapshot.gen named that very file at the clock the transaction started at),
+    with the lines of `names` (the tasks it changed) taken from the store; `clocks`: the
+    snapshot clock at the transaction's start and at its commit. None when the file cannot
+    be trusted for it (rebuild it whole). Splices bytes: the lines found by a binary search,
+    the rest copied once."""
+    (data, vouched), (before, after) = old, clocks
+    if data is None or not names or before is None or not vouched:
+        return None
+    if generation(conn) != after:  # another write came between
+        return None
+    end = data.find(b"\n")
+    try:
+        header = loads(data[:end].decode("utf-8")) if end >= 0 else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    count = header_count(header)
+    if count is None or header != {"format": FORMAT, "tasks": count}:
+        return None
+    body = data[end + 1 :]
+    if body and not body.endswith(b"\n"):
+        return None
+    cut = 0 if body.startswith(b"=") else body.find(b"\n=") + 1 or len(body)
+    if body.count(b"\n", 0, cut) != count:
+        return None
+    wanted = sorted(names)
+    rows = conn.execute(
+        "SELECT name, state, session_id, required_agents, lock_released_at FROM tasks "
+        f"WHERE name IN ({','.join('?' * len(wanted))}) ORDER BY name",
+        wanted,
+    ).fetchall()
+    found = {str(r[0]): r for r in rows}
+    edits: list[tuple[int, int, int, bytes]] = []  # (start, end, region, new text)
+    for name in wanted:
+        key = name.encode("utf-8")
+        if not key or b"\n" in key or b"\t" in key:
+            return None
+        at = _bisect_lines(body, 0, cut, _before_name(key))
+        present = at < cut and body.startswith(key + b"\t", at)
+        row = found.get(name)
+        line = "" if row is None else _task_line(row[0], row[1], row[3])
+        if line is None:
+            return None
+        edits.append((at, body.find(b"\n", at) + 1 if present else at, 0, line.encode("utf-8")))
+        gone = _held_line_of(body, cut, key, row[2] if row is not None else None)
+        if gone is not None:
+            edits.append((*gone, 1, b""))
+        count += (row is not None) - present
+    for text in _held_lines(_held(conn, rows, loads, wanted)).splitlines(keepends=True):
+        held = text.encode("utf-8")
+        at = _bisect_lines(body, cut, len(body), _before_held(_held_order(held)))
+        edits.append((at, at, 1, held))
+    if count != int(conn.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]):
+        return None
+    pieces, done = [_header(count).encode("utf-8")], 0
+    for start, stop, _, text_ in sorted(edits):
+        if start < done:
+            return None  # overlapping edits: cannot happen for whole, distinct lines
+        pieces += [body[done:start], text_]
+        done = stop
+    pieces.append(body[done:])
+    return b"".join(pieces)
+
+
+def header_count(header: Any) -> int | None:
+    """The header's task count when it is a proper one."""
+    count = header.get("tasks") if isinstance(header, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
 # -- the file: one line per task, then one line per held lock --------------------------------

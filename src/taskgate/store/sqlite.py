@@ -73,6 +73,19 @@ def _load(text: str | None) -> Any:
     return value if end == len(text) else json.loads(text)
 
 
+# After a write that changed the hook snapshot's rows: the file it found and whether
+# hook-snapshot.gen vouched for it, the snapshot clock at its start and at its commit, and
+# the tasks it changed (snapshot.patched).
+_Patch = tuple[tuple[bytes | None, bool], tuple[int | None, int | None], frozenset[str]]
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
 class SqliteTx(Tx):
     """A transaction on one SQLite connection."""
 
@@ -80,6 +93,7 @@ class SqliteTx(Tx):
         self._c = conn
         # Set by every write to what store/snapshot.py holds: the hook snapshot must go.
         self.touches_snapshot = False
+        self.snapshot_tasks: set[str] = set()  # whose lines it changed (snapshot.patched)
 
     # -- tasks -------------------------------------------------------------------------------
 
@@ -158,6 +172,7 @@ class SqliteTx(Tx):
         ]
         values[_TASK_COLUMNS.index("required_agents")] = _dump(list(row.required_agents))
         self.touches_snapshot = True
+        self.snapshot_tasks.add(row.name)
         try:
             self._c.execute(
                 f"INSERT INTO tasks ({', '.join(_TASK_COLUMNS)}) "
@@ -177,6 +192,7 @@ class SqliteTx(Tx):
         columns = [c for c in changes if c not in ("name", "seq")]
         if snapshot.TASK_COLUMNS.intersection(columns):
             self.touches_snapshot = True
+            self.snapshot_tasks.add(name)
         values: list[Any] = []
         for c in columns:
             value = changes[c]
@@ -326,6 +342,7 @@ class SqliteTx(Tx):
 
     def add_approval(self, row: ApprovalRow) -> None:
         self.touches_snapshot |= row.kind == snapshot.APPROVAL_KIND
+        self.snapshot_tasks.add(row.task)
         self._c.execute(
             "INSERT INTO approvals (task, kind, bound_to, presented_at, approved_at, provenance, "
             "message_hash, revoked_at, revoke_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -337,6 +354,7 @@ class SqliteTx(Tx):
 
     def revoke_approvals(self, name: str, kind: str, at: str, reason: str) -> int:
         self.touches_snapshot |= kind == snapshot.APPROVAL_KIND
+        self.snapshot_tasks.add(name)
         cur = self._c.execute(
             "UPDATE approvals SET revoked_at = ?, revoke_reason = ? "
             "WHERE task = ? AND kind = ? AND revoked_at IS NULL",
@@ -396,6 +414,7 @@ class SqliteTx(Tx):
     def append_event(self, name: str, kind: str, payload: JSON, at: str) -> EventRow:
         if kind in snapshot.EVENT_KINDS:
             self.touches_snapshot = True
+            self.snapshot_tasks.add(name)
         last = self._c.execute(
             "SELECT hash FROM events WHERE task = ? ORDER BY seq DESC LIMIT 1", (name,)
         ).fetchone()
@@ -417,6 +436,7 @@ class SqliteTx(Tx):
         a chain restored from the views keeps what git anchored, and any break stays visible)."""
         if row.kind in snapshot.EVENT_KINDS:
             self.touches_snapshot = True
+            self.snapshot_tasks.add(row.task)
         self._c.execute(
             "INSERT INTO events (seq, task, at, kind, payload, prev_hash, hash) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -521,6 +541,7 @@ class SqliteStore(Store):
     @contextmanager
     def write(self) -> Iterator[Tx]:
         self._conn.execute("BEGIN IMMEDIATE")
+        start = snapshot.generation(self._conn)  # the hook snapshot's clock (snapshot.patched)
         tx = SqliteTx(self._conn)
         try:
             yield tx
@@ -533,9 +554,21 @@ class SqliteStore(Store):
             self._conn.execute("ROLLBACK")
             raise
         else:
+            end = snapshot.generation(self._conn)
+            previous: tuple[bytes | None, bool] = (None, False)
             if tx.touches_snapshot:  # under the write lock, before the change is visible
+                # The file as this step found it: rewritten below from it, changing only
+                # the lines of the tasks this transaction touched (snapshot.patched).
+                data, key = snapshot.read_file(str(self.snapshot_path))
+                previous = (data, start is not None and self._vouched(start, key))
                 self.snapshot_path.unlink(missing_ok=True)
                 failpoints.hit("store.snapshot_dropped")
+            elif start is not None and end != start:
+                # The clock moved for a change the file does not hold (a `changes` approval):
+                # the file it vouched for still equals the store, at the new clock.
+                with suppress(OSError):
+                    if self._vouched(start, snapshot.file_key(self.snapshot_path.stat())):
+                        self._vouch(end)
             try:
                 failpoints.hit_os("store.commit")  # tests: ENOSPC at the commit
                 self._conn.execute("COMMIT")
@@ -547,23 +580,51 @@ class SqliteStore(Store):
                 raise
             if tx.touches_snapshot:
                 failpoints.hit("store.committed")
+                patch = (previous, (start, end), frozenset(tx.snapshot_tasks))
                 if self.hold_snapshot:
+                    self._hold(patch)
                     self._snapshot_held = True  # rewritten by refresh_held
                     return
                 # Committed all the same if this fails: without the file the hook reads the store.
                 with suppress(sqlite3.Error, OSError, ValueError, TypeError):
-                    self.refresh_snapshot(wait_s=0.1)
+                    self.refresh_snapshot(wait_s=0.1, patch=patch)
+            elif self._snapshot_held and self._held_patch is not None and end != start:
+                self._hold((self._held_patch[0], (start, end), frozenset()))
 
     _snapshot_held = False
+    # The splice the held writes add up to (Store.hold_snapshot): the file the first one found,
+    # the clock from its start to the last one's commit, every task they changed.
+    _held_patch: _Patch | None = None
 
     def refresh_held(self) -> None:
         if self._snapshot_held:
             self._snapshot_held = False
+            patch, self._held_patch = self._held_patch, None
             with suppress(sqlite3.Error, OSError, ValueError, TypeError):
-                self.refresh_snapshot(wait_s=0.1)
+                self.refresh_snapshot(wait_s=0.1, patch=patch)
 
-    def refresh_snapshot(self, *, wait_s: float | None = None) -> str:
+    def _hold(self, patch: _Patch) -> None:
+        """Add a held write's splice to the ones before it: valid while each write starts at
+        the clock the one before it committed (no other writer changed the snapshot's rows)."""
+        held = self._held_patch
+        if held is None or not self._snapshot_held:
+            self._held_patch = patch
+        elif patch[1][0] is not None and patch[1][0] == held[1][1]:
+            self._held_patch = (held[0], (held[1][0], patch[1][1]), held[2] | patch[2])
+        else:
+            self._held_patch = ((None, False), (None, None), frozenset())
+
+    def refresh_snapshot(
+        self,
+        *,
+        wait_s: float | None = None,
+        patch: _Patch | None = None,
+    ) -> str:
         """Rewrite the hook snapshot from the store under the write lock (store/snapshot.py).
+
+        `patch` (after a write: the file it found, the snapshot clock at its start and at its
+        commit, the tasks it changed) rewrites only those tasks' lines when the file can be
+        trusted for it (snapshot.patched).
 
         Returns "unchanged", "written" (there was none), "replaced" (it differed from the
         store: changed outside taskgate) or "busy" (another writer held the lock for longer
@@ -582,28 +643,54 @@ class SqliteStore(Store):
             if wait_s is not None:
                 c.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
         try:
-            try:  # SQLite builds the task lines: about 8 ms at 10,000 tasks (issue 18)
-                text = snapshot.file_text(c, json.loads)
-            except ValueError:  # a row that would break a line: render says which
-                text = snapshot.render(snapshot.collect(c, json.loads))
+            spliced, gen = None, snapshot.generation(c)
+            if patch is not None:  # the step's tasks only (issue 18)
+                previous, clocks, names = patch
+                spliced = snapshot.patched(previous, clocks, c, set(names), json.loads)
             top = snapshot.last_seq(c)
             state_dir = str(self.snapshot_path.parent)
             if snapshot.ahead(snapshot.seen(state_dir, (snapshot.SEQ_FILE,)), top):
                 snapshot.set_aside(state_dir)  # issue 16: lost steps; evidence, never trusted
                 return "ahead"
+            # Not fsynced: after a power loss an empty or missing file sends the hook to the
+            # store, and an old one is caught by the next PostToolUse or SessionStart.
+            seq_path = self.snapshot_path.with_name(snapshot.SEQ_FILE)
+            if spliced is not None:  # the file this write dropped, its own tasks updated
+                atomic_write(seq_path, f"{top}\n", durable=False)
+                atomic_write(self.snapshot_path, spliced, durable=False)
+                self._vouch(gen)
+                return "written"
+            try:  # SQLite builds the task lines: about 8 ms at 10,000 tasks (issue 18)
+                text = snapshot.file_text(c, json.loads)
+            except ValueError:  # a row that would break a line: render says which
+                text = snapshot.render(snapshot.collect(c, json.loads))
             try:
                 current: str | None = self.snapshot_path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
                 current = None
             if current == text:
+                self._vouch(gen)
                 return "unchanged"
-            # Not fsynced: after a power loss an empty or missing file sends the hook to the
-            # store, and an old one is caught by the next PostToolUse or SessionStart.
-            atomic_write(self.snapshot_path.with_name(snapshot.SEQ_FILE), f"{top}\n", durable=False)
+            atomic_write(seq_path, f"{top}\n", durable=False)
             atomic_write(self.snapshot_path, text, durable=False)
+            self._vouch(gen)
             return "written" if current is None else "replaced"
         finally:
             c.execute("ROLLBACK")
+
+    def _vouched(self, clock: int, key: str) -> bool:
+        """hook-snapshot.gen names the file with this key at this clock."""
+        return snapshot.read_generation(str(self.snapshot_path.parent)) == (clock, key)
+
+    def _vouch(self, gen: int | None) -> None:
+        """hook-snapshot.gen for the file just written or found equal, at clock `gen`
+        (after the file: a crash between leaves one that names another file)."""
+        text = None if gen is None else snapshot.generation_text(gen, str(self.snapshot_path))
+        path = self.snapshot_path.with_name(snapshot.GEN_FILE)
+        if text is None:
+            path.unlink(missing_ok=True)
+        elif _read_bytes(path) != text.encode("ascii"):
+            atomic_write(path, text, durable=False)
 
     def close(self) -> None:
         self._conn.close()
