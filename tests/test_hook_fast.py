@@ -116,6 +116,36 @@ print("ok")
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
+def test_sqlite_module_falls_back_to_functools_when_the_stand_in_is_not_enough() -> None:
+    """An interpreter whose _sqlite3 wants more of functools than lru_cache at its init, or
+    whose private C wrapper takes other arguments, still gets a working module (with the
+    real functools), not an error in every hook."""
+    for breakage in (
+        # init: the stand-in lacks what the module asks for
+        "hook_tx._stand_in = lambda: type(sys)('functools')",
+        # connect: the wrapper refuses the stand-in's call (functools' own still works)
+        "import _functools\n"
+        "real = _functools._lru_cache_wrapper\n"
+        "def picky(f, size, typed, info):\n"
+        "    if info is tuple:\n"
+        "        raise TypeError('another signature')\n"
+        "    return real(f, size, typed, info)\n"
+        "_functools._lru_cache_wrapper = picky",
+    ):
+        code = f"""
+import sys
+sys.path.insert(0, {str(SRC)!r})
+from taskgate.store import hook_tx
+{breakage}
+m = hook_tx.sqlite_module()
+conn = m.connect(":memory:")
+assert [conn.execute("SELECT 1").fetchone() for _ in range(3)] == [(1,)] * 3
+print("ok")
+"""
+        out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout.strip() == "ok", (breakage, out.stderr)
+
+
 # -- the snapshot clock ----------------------------------------------------------------------
 
 

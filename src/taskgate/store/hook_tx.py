@@ -66,10 +66,16 @@ def sqlite_module() -> Any:
         import _sqlite3
 
         return _sqlite3
-    stand_in = type(sys)("functools")
-    stand_in.lru_cache = _lru_cache  # type: ignore[attr-defined]
+    stand_in = _stand_in()
     sys.modules["functools"] = stand_in
     try:
+        import _sqlite3
+    except ImportError:
+        raise
+    except Exception:  # an interpreter whose _sqlite3 asks functools for more: the real one
+        if sys.modules.get("functools") is stand_in:
+            del sys.modules["functools"]
+        sys.modules.pop("_sqlite3", None)
         import _sqlite3
     finally:
         if sys.modules.get("functools") is stand_in:
@@ -77,13 +83,31 @@ def sqlite_module() -> Any:
     return _sqlite3
 
 
+def _stand_in() -> Any:
+    """The `functools` _sqlite3's init sees: its lru_cache alone."""
+    import sys
+
+    module = type(sys)("functools")
+    module.lru_cache = _lru_cache  # type: ignore[attr-defined]
+    return module
+
+
 def _lru_cache(maxsize: int = 128, typed: bool = False) -> Any:
     """functools.lru_cache(maxsize) for an int maxsize, as functools builds it with the C
-    wrapper (its cache_info() gives a plain tuple: nothing in _sqlite3 asks for it)."""
-    from _functools import _lru_cache_wrapper  # type: ignore[import-not-found]
+    wrapper (its cache_info() gives a plain tuple: nothing in _sqlite3 asks for it). Where
+    the private wrapper is not callable so (another interpreter), the real functools'."""
 
-    size = max(maxsize, 0)
-    return lambda user_function: _lru_cache_wrapper(user_function, size, typed, tuple)
+    def wrap(user_function: Any) -> Any:
+        try:
+            from _functools import _lru_cache_wrapper  # type: ignore[import-not-found]
+
+            return _lru_cache_wrapper(user_function, max(maxsize, 0), typed, tuple)
+        except (ImportError, TypeError):
+            import functools
+
+            return functools.lru_cache(maxsize, typed)(user_function)
+
+    return wrap
 
 
 class Unusable(Exception):
