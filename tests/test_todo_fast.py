@@ -427,7 +427,6 @@ def _linked_worktree(repo: Repo) -> Path:
         "args",
         "database-url",
         "config-table",
-        "linked-worktree",
         "snapshot-ahead",
         "migration-missing",
         "column-dropped",
@@ -449,8 +448,6 @@ def test_the_engine_answers_what_the_quick_path_cannot_vouch_for(
         monkeypatch.setenv("TASKGATE_DATABASE_URL", "postgresql://localhost/x")
     elif change == "config-table":
         (busy.path / "taskgate.toml").write_text('[workspace]\ntodo = "todo.md"\n')
-    elif change == "linked-worktree":
-        monkeypatch.chdir(_linked_worktree(busy))
     elif change == "snapshot-ahead":
         (busy.path / ".taskgate" / snapshot.SEQ_FILE).write_text("999999\n")
     elif change == "migration-missing":
@@ -477,6 +474,16 @@ def test_the_engine_answers_what_the_quick_path_cannot_vouch_for(
         return
     assert todo_fast.output(args) is None
     assert todo_fast.output([*args, "--json"]) is None
+
+
+def test_a_linked_worktree_lists_the_main_worktrees_tasks(
+    busy: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(_linked_worktree(busy) / ".")
+    _same(need_quick=True)
+    (busy.path / "todo.md").write_text("## only-here: x\n")  # the main worktree's todo.md
+    assert "only-here" in (todo_fast.output([]) or "")
+    _same(need_quick=True)
 
 
 def test_a_large_listing_is_the_engines(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:

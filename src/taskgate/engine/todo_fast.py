@@ -1,18 +1,19 @@
 """`taskgate todo [--json]` without the engine (issue 18: 10,000 tasks at 1.5 x a raw floor).
 
 `output(args)` is the text `taskgate todo` prints, computed with os, re, sqlite3 and json
-only, or None when this path cannot vouch for the answer; the CLI then runs the command
-through the engine as before (engine/lifecycle.availability), which also reports every error.
-It answers only the plain case: `todo` or `todo --json` with no other argument, a repository
-whose `.git` is a directory, a taskgate.toml of comments only (or none), an SQLite store whose
-migrations are all applied, todo.md that `protocol/todo_scan.headings` proves parses (or that
-`parse_todo` parses), rows whose JSON columns decode to what selection expects. Everything it
-reads is read as the engine reads it; the decision is `protocol/lockmatrix.decide`, the one
-behind `selection.select`, with lifecycle._selection's two overrides (abandoned, why blocked).
+(the engine's modules are not imported), or None when this path cannot vouch for the answer;
+the CLI then runs the command through the engine as before (lifecycle.availability), which
+also reports every error. It answers the plain case: `todo` or `todo --json` with no other
+argument; the repository found as git/repo.discover finds it; a taskgate.toml of comments only
+(or none); an SQLite store with all its migrations and columns; a todo.md that
+protocol/todo_scan proves parses (in the documented layout with its fields), or that
+parse_todo parses; rows whose JSON columns hold what selection reads. Everything is read as
+the engine reads it; the decision is protocol/lockmatrix.decide (the body of
+selection.select) with lifecycle._selection's two overrides (abandoned, why blocked).
 
-tests/test_todo_fast.py runs both paths on the same repositories (Hypothesis: todo.md,
-store rows, worktrees, the session) and asserts byte-identical output, and that each fallback
-condition falls back.
+tests/test_todo_fast.py runs both paths on the same repositories (Hypothesis over todo.md,
+store rows, worktrees, changelog and session) and asserts byte-identical output, and that
+each case it cannot vouch for goes to the engine.
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ def _paths() -> tuple[str, str, str, str]:
     candidate = os.path.realpath(cwd)  # Path.resolve()
     while not os.path.isdir(os.path.join(candidate, ".git")):
         if os.path.exists(os.path.join(candidate, ".git")):
-            raise _Unsure  # a linked worktree's .git file: git/repo.discover reads it
+            candidate = _main_worktree(cwd)  # a linked worktree (a task's): its .git file
+            break
         parent = os.path.dirname(candidate)
         if parent == candidate:
             raise _Unsure
@@ -121,6 +123,18 @@ def _paths() -> tuple[str, str, str, str]:
         os.path.join(repo, "changelog.md"),
         os.path.join(repo, ".taskgate/tasks"),
     )
+
+
+def _main_worktree(cwd: str) -> str:
+    """The main worktree as engine/workspace.find_workspace finds it from a linked worktree."""
+    from pathlib import Path
+
+    from taskgate.git.repo import discover
+
+    try:
+        return str(discover(Path(cwd)).main_worktree)
+    except Exception:  # its error is the engine's to report
+        raise _Unsure from None
 
 
 def _connect(state_dir: str) -> sqlite3.Connection:
