@@ -7,7 +7,11 @@ four columns of every task (the least any `todo` must do).
 With --against=DIR (a checkout of another commit, e.g. `git worktree add`): `todo` and
 `todo --json` through DIR/src as well, in the same rounds, their outputs checked equal.
 
+With --chain: `todo` over that many todo.md tasks in one chain of Depends, none started (the
+blocked tasks' reasons), this tree and --against's.
+
 Run: python bench/status_scale.py [tasks] [rounds] [--against=DIR]
+     python bench/status_scale.py [tasks] [rounds] --chain [--against=DIR]
 """
 
 from __future__ import annotations
@@ -165,11 +169,50 @@ def floors(repo: object, count: int, rounds: int, against: Path | None = None) -
             )
 
 
+def chain(count: int, rounds: int, against: Path | None) -> int:
+    """`todo` on todo.md tasks in one chain of Depends, none started (every task but the first
+    is blocked and says why): this tree, and `against`'s in the same rounds."""
+    import os
+    import statistics
+
+    todo = "# Tasks\n\n" + "".join(
+        f"## c{i:05d}: Task {i}\n- Purpose: p\n- Scope: s\n- Components: c\n"
+        + (f"- Depends: c{i - 1:05d}\n" if i else "")
+        + f"- Files: src/m{i}.py\n- Risk: LOW\nA line of description.\n\n"
+        for i in range(count)
+    )
+    repo = scratch_repo(todo)
+    trees = {"this tree": ROOT / "src"}
+    if against is not None:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(against / "src")],
+                       check=True, capture_output=True)  # fmt: skip
+        trees[str(against)] = against / "src"
+    wall: dict[str, list[float]] = {t: [] for t in trees}
+    cpu: dict[str, list[float]] = {t: [] for t in trees}
+    load = os.getloadavg()
+    for _ in range(rounds):
+        outputs = []
+        for tree, src in trees.items():
+            w, c, out = _run([sys.executable, "-m", "taskgate", "todo"], repo, src)
+            wall[tree].append(w)
+            cpu[tree].append(c)
+            outputs.append(out)
+        assert len(set(outputs)) == 1, "the trees print different listings"
+    print(f"todo over {count} tasks in one chain of Depends, {rounds} rounds, medians "
+          f"(interleaved); load average {load[0]:.2f}:")  # fmt: skip
+    for tree in trees:
+        print(f"  {tree:30} {statistics.median(wall[tree]) * 1000:8.0f} ms   "
+              f"(CPU {statistics.median(cpu[tree]) * 1000:7.0f} ms)")  # fmt: skip
+    return 0
+
+
 def main() -> int:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     count = int(args[0]) if args else 10_000
     rounds = int(args[1]) if len(args) > 1 else 5
     against = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--against=")), "")
+    if "--chain" in sys.argv:
+        return chain(count, rounds, Path(against).resolve() if against else None)
     todo = "".join(
         f"## t{i:05d}: Task {i}\n- Purpose: p\n- Scope: s\n- Components: c\n"
         f"- Files: src/m{i}.py\n\n"

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
             "before (",
         ),
         ("status_scale.py", ["200"], "status --json over 200 tasks"),
+        ("status_scale.py", ["50", "1", "--chain"], "in one chain of Depends"),
         ("demo_time.py", ["1"], "taskgate demo --yes, 1 runs"),
         ("team.py", ["4", "50", "1"], "one transition"),  # issue 20: a real PostgreSQL server
         ("pg_hooks.py", ["200", "5"], "serve, warm"),  # issue 20: the snapshot clock
