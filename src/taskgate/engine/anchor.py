@@ -89,9 +89,11 @@ def write(repo: str | Path, common_dir: str | Path, task: str, seq: int, digest:
     if code:
         return False
     message = f"taskgate: audit anchor #{seq}"
-    # Compare-and-swap; --no-deref: an anchor ref made symbolic behind taskgate's back (to
-    # main, say) is replaced, never followed (it would move the branch it names).
-    code, _ = _git(["update-ref", "--no-deref", "-m", message, name, out.strip(), parent], repo)
+    # Compare-and-swap; --no-deref (last: the arguments keep their places for readers of
+    # this command line, tests/test_views_deferred.py): an anchor ref made symbolic behind
+    # taskgate's back (to main, say) is replaced, never followed to the branch it names.
+    update = ["update-ref", "-m", message, name, out.strip(), parent, "--no-deref"]
+    code, _ = _git(update, repo)
     return code == 0
 
 
