@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,11 +25,31 @@ def git(
     """
     cmd = ("git", *args)
     # `env` adds variables set on purpose (a temporary GIT_INDEX_FILE, fixed commit dates).
-    result = run(cmd, cwd=cwd, env=clean_env(env), stdin=stdin, timeout=timeout)
+    result = run(cmd, cwd=cwd, env=_environment(env), stdin=stdin, timeout=timeout)
     if check and not result.ok:
         raise_if_busy(cmd, result, cwd)
         raise GitError(cmd, result.returncode, result.stdout, result.stderr)
     return result
+
+
+_CLEAN: tuple[dict[bytes, bytes], dict[str, str]] | None = None  # (os.environ, clean_env())
+
+
+def _environment(extra: Mapping[str, str] | None) -> dict[str, str]:
+    """`clean_env(extra)`, its base kept while os.environ is the same (compared exactly, in C):
+    the demo starts ~550 git processes, and filtering os.environ in Python each time was a
+    few percent of taskgate's own time (issue 18)."""
+    global _CLEAN
+    raw = getattr(os.environ, "_data", None)
+    if not isinstance(raw, dict):  # not CPython's os._Environ
+        return clean_env(extra)
+    cached = _CLEAN
+    if cached is None or cached[0] != raw:
+        cached = _CLEAN = (dict(raw), clean_env())
+    env = dict(cached[1])
+    if extra:
+        env.update(extra)
+    return env
 
 
 _LOCK = re.compile(r"Unable to create '([^']+\.lock)': File exists")
