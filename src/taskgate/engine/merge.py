@@ -272,7 +272,16 @@ def merge_agents(engine: Engine, task: str, agents: Sequence[str] = ()) -> Merge
         git("merge", "--abort", cwd=wt)  # our own merge, interrupted by a crash: redo it
     _preflight(engine, snap, wanted)
     before = str(journal["before"]) if journal else (gitrepo.head_sha(wt) or "")
-    if journal is None:
+    # Branches already in T stay in it (HEAD only moves forward): each is asked once, and the
+    # first that is not needs no second asking either (nothing is merged before it).
+    contained: set[str] = set()
+    first_out = None
+    for agent in wanted:
+        if not ops.is_ancestor(wt, f"refs/heads/{task}-{agent}", "HEAD"):
+            first_out = agent
+            break
+        contained.add(agent)
+    if journal is None and first_out is not None:  # else no git merge runs: nothing to journal
 
         def begin(tx: Tx, current: TaskSnapshot) -> None:
             engine.touch(tx, current, pending={"op": OP, "agents": wanted, "before": before})
@@ -284,7 +293,7 @@ def merge_agents(engine: Engine, task: str, agents: Sequence[str] = ()) -> Merge
     failure: Refused | None = None
     for agent in wanted:
         branch = f"refs/heads/{task}-{agent}"
-        if ops.is_ancestor(wt, branch, "HEAD"):
+        if agent in contained or (agent != first_out and ops.is_ancestor(wt, branch, "HEAD")):
             up_to_date.append(agent)
             continue
         count = len(ops.rev_list(wt, "--no-merges", branch, "--not", "HEAD"))

@@ -89,24 +89,25 @@ def run_one(
     engine.setup_runner = setup_sandbox.runner(
         parse_agents_config(engine.ws.config.agents, engine.ws.repo)
     )
-    with engine.views_deferred():  # rendered once, before the runner starts (issue 18)
+    # The views of the whole run are rendered at Runner.run's flush points (issue 18).
+    with engine.views_deferred():
         result = lifecycle.start(engine, task)
         progress.emit("start", task, f"{result.action} (state {result.state})",
                       action=result.action)  # fmt: skip
         if result.state == "CLEANUP":  # an interrupted cleanup that start finished (issue 16)
             return result.state
         lifecycle.take_process_lease(engine, task)
-    engine.cwd = engine.ws.task_worktree(task)  # the seeds' cwd checks (R-TRN-09/10)
-    agents = parse_agents_config(engine.ws.config.agents, engine.ws.repo)
-    warning = confinement.notice(agents)  # unconfined agents: said on every run (issue 14)
-    if warning:
-        progress.emit("sandbox", task, warning, confined=False)
-    runner = Runner(engine, task, approver, progress, agents, parallel=parallel)
-    try:
-        return runner.run()
-    except TaskgateError as exc:  # a deliberate stop keeps the lease for the session (issue 16)
-        lifecycle.drop_process_lease(engine, task, why=exc.kind)
-        raise
+        engine.cwd = engine.ws.task_worktree(task)  # the seeds' cwd checks (R-TRN-09/10)
+        agents = parse_agents_config(engine.ws.config.agents, engine.ws.repo)
+        warning = confinement.notice(agents)  # unconfined agents: said on every run (issue 14)
+        if warning:
+            progress.emit("sandbox", task, warning, confined=False)
+        runner = Runner(engine, task, approver, progress, agents, parallel=parallel)
+        try:
+            return runner.run()
+        except TaskgateError as exc:  # a deliberate stop keeps the lease (issue 16)
+            lifecycle.drop_process_lease(engine, task, why=exc.kind)
+            raise
 
 
 def run(
