@@ -177,7 +177,8 @@ def test_agents_and_anchors_find_the_views_current(
 
     def checked_git(args: list[str], *rest: Any, **kwargs: Any) -> Any:
         if args[0] == "update-ref":  # the anchor is written: its head is in the views' record
-            task = args[3].removeprefix(anchor.REF_PREFIX)
+            ref = next(a for a in args if a.startswith(anchor.REF_PREFIX))
+            task = ref.removeprefix(anchor.REF_PREFIX)
             seen.append(f"anchor {task}")
             if not views_current(task):
                 stale.append(f"the anchor of {task} is ahead of its views")
