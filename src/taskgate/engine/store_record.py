@@ -28,12 +28,15 @@ of the store (lost steps) it is left as it is: it is the evidence a rebuild rest
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from taskgate.dataclass_lite import dataclass, field
 from taskgate.store.canon import _sha256, compact
 from taskgate.store.records import TaskSnapshot
+
+TYPE_CHECKING = False  # typing and dataclasses stay off the command path (issue 18)
+if TYPE_CHECKING:
+    from typing import Any
 
 FILE_NAME = "store-record.jsonl"
 VERSION = 1
