@@ -151,6 +151,7 @@ def one_run() -> dict[str, float]:
     for key in COUNTS:
         COUNTS[key] = 0
     _WORKER_GIT.clear()
+    INSIDE["steps"] = 0.0
     target = Path(tempfile.mkdtemp(prefix="taskgate-bench-demo-")) / "textkit"
     start = time.perf_counter()
     cpu = resource.getrusage(resource.RUSAGE_SELF)
@@ -169,11 +170,40 @@ def one_run() -> dict[str, float]:
         "taskgate": own,
         "cpu": after.ru_utime - cpu.ru_utime + after.ru_stime - cpu.ru_stime,
         "git_threads": threads,
+        "inside_agents": INSIDE["steps"],
         **{f"n_{k}": v for k, v in COUNTS.items()},
     }
 
 
+INSIDE: dict[str, float] = {"steps": 0.0}  # taskgate's own steps inside agent batches
+
+
+def _inside_agents(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Time taskgate's store steps and view renders that run on the main thread inside an
+    agent batch (WORKING marks, the views rendered before the agents start): counted as the
+    agents' time like the rest of the batch, printed on their own line."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        inside = getattr(_IN_AGENTS, "on", False) and not getattr(_IN_AGENTS, "step", False)
+        if not inside or threading.current_thread() is not threading.main_thread():
+            return fn(*args, **kwargs)
+        _IN_AGENTS.step = True
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            INSIDE["steps"] += time.perf_counter() - start
+            _IN_AGENTS.step = False
+
+    return wrapper
+
+
 def _instrument() -> None:
+    from taskgate.engine.core import Engine
+
+    Engine.step = _inside_agents(Engine.step)  # type: ignore[method-assign]
+    if hasattr(Engine, "flush_views"):
+        Engine.flush_views = _inside_agents(Engine.flush_views)  # type: ignore[method-assign]
     git_cmd.run = _git(git_cmd.run)
     if hasattr(anchor_mod, "_git"):  # anchors start their git without git.cmd (issue 18)
         anchor_mod._git = _git(anchor_mod._git)
@@ -195,6 +225,8 @@ def _report(title: str, results: list[dict[str, float]]) -> None:
     print(f"  taskgate's own git processes: {git_runs:.0f}; view files written: {view_writes:.0f}")
     threads = statistics.median(r.get("git_threads", 0.0) for r in results)
     print(f"  of git, in taskgate's worker threads (parallel checkouts): {threads:.2f} s")
+    inside = statistics.median(r.get("inside_agents", 0.0) for r in results)
+    print(f"  of agents, taskgate's steps and view renders inside the batches: {inside:.2f} s")
     cpu = statistics.median(r["cpu"] for r in results)
     print(f"  CPU of the process (user+sys): {cpu:.2f} s")
 
