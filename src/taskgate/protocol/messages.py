@@ -363,22 +363,27 @@ def _checkpoint_kind(norm: str) -> tuple[MessageKind, str, tuple[str, ...]]:
     )
     question_mark = any("?" in s for s in asking)
     approvals = _hits(_APPROVAL_RE, norm) or _hits(_BARE_MERGE_RE, words)
-    blockers = (
-        *(("?",) if "?" in norm else ()),
-        *_hits(_QUESTION_RE, norm),
-        *_hits(_QUESTION_HINT_RE, norm),
-        *_hits(_NEGATION_RE, norm),
-        *_hits(_HEDGE_RE, norm),
-        *_hits(_AUDIT_RE, norm),
-        *(("change request",) if requests else ()),
-    )
+    # What keeps approval words from approving; only read when there are some (its regexes
+    # are compiled on first use: most messages hold no approval word, issue 18).
+    blockers: tuple[str, ...] = ()
+    if approvals:
+        blockers = (
+            *(("?",) if "?" in norm else ()),
+            *_hits(_QUESTION_RE, norm),
+            *_hits(_QUESTION_HINT_RE, norm),
+            *_hits(_NEGATION_RE, norm),
+            *_hits(_HEDGE_RE, norm),
+            *_hits(_AUDIT_RE, norm),
+            *(("change request",) if requests else ()),
+        )
     if approvals and not blockers:
         reason = "approval keyword at a pending checkpoint (R-CKP-08)"
         return MessageKind.APPROVAL, reason, approvals
 
     # A question inside means the person is not done deciding (seed 002 Scenario 2).
-    asks_to_approve = approvals or _resumption_hits(norm) or _ACK_ONLY_RE.match(words)
-    if question_words or (question_mark and asks_to_approve):
+    if question_words or (
+        question_mark and (approvals or _resumption_hits(norm) or _ACK_ONLY_RE.match(words))
+    ):
         reason = "question at a checkpoint: never an approval (C-26)"
         return MessageKind.QUESTION, reason, question_words or ("?",)
     if requests:
