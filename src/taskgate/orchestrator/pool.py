@@ -187,11 +187,11 @@ class AgentPool:
         """Partial-completion handling (RULES §8): re-invoke missing/ERROR/TIMEOUT agents,
         escalate at the retry limit, until every agent is COMPLETE for this phase."""
         while True:
-            report = agentops.check(self.engine, self.task)
+            snap = self.engine.require_snapshot(self.task)  # one read for the check and the batch
+            report = agentops.partial_report(self.engine, snap)
             if report.all_complete:
                 return
-            self.stop_if_exhausted(report)
-            snap = self.engine.require_snapshot(self.task)
+            self.stop_if_exhausted(report)  # writes only when it stops the run
             # `run` owns every invocation it starts; a WORKING agent of an earlier, dead run is
             # not running any more, so it is re-invoked rather than waited for (R-AST-06 note).
             todo = [line.agent for line in report.lines if line.condition != "COMPLETE"]

@@ -208,9 +208,6 @@ class Runner:
         # change request starts exactly one new round (issue 17: it used to consume two).
         notes.set_extra(self.engine, self.task, "round_started", feedback_since="")
 
-    def _round(self) -> int:
-        return int(self.engine.require_snapshot(self.task).task.extra.get("impl_round", 1))
-
     def _after_plan_approval(self, snap: TaskSnapshot) -> None:
         path = flow.task_path(snap)
         if State.IMPLEMENTATION in path:
@@ -259,7 +256,7 @@ class Runner:
         return [outcome.conflict.agent]
 
     def _on_implementation(self, snap: TaskSnapshot) -> None:
-        report = agentops.check(self.engine, self.task)
+        report = agentops.partial_report(self.engine, snap)  # `snap` was read just now
         pending = [line.agent for line in report.lines if line.condition != "COMPLETE"]
         remaining = [
             a
@@ -277,7 +274,7 @@ class Runner:
             self._conflicted(conflicts)
             return
         self.pool.stop_if_exhausted(report)  # R-AST-07 holds in IMPLEMENTATION too (issue 16)
-        round_no = self._round()
+        round_no = int(snap.task.extra.get("impl_round", 1))  # nothing was written since
         used = notes.rounds_used(snap)
         if used > MAX_IMPLEMENTATION_ROUNDS:
             raise self._escalation(
