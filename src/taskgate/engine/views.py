@@ -20,6 +20,7 @@ from taskgate.engine import store_record
 from taskgate.engine.workspace import Workspace
 from taskgate.fsutil import atomic_write, read_json
 from taskgate.store.records import TaskSnapshot
+from taskgate.store.snapshot import file_key as snapshot_file_key
 
 TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
 if TYPE_CHECKING:
@@ -188,8 +189,9 @@ def status_json(snap: TaskSnapshot, agent: str) -> dict[str, Any]:
     return data
 
 
-def audit_trail_json(snap: TaskSnapshot) -> dict[str, Any]:
-    """audit-trail.json (R-AUD-01/02/03/04) derived from the hash-chained events."""
+def audit_trail_json(snap: TaskSnapshot, since: int = 0) -> dict[str, Any]:
+    """audit-trail.json (R-AUD-01/02/03/04) derived from the hash-chained events (`since`:
+    the tool_usage entries of the events before it left out, see _write_trail)."""
     t = snap.task
     trail: dict[str, Any] = {
         "_seq": t.seq,
@@ -207,7 +209,7 @@ def audit_trail_json(snap: TaskSnapshot) -> dict[str, Any]:
         "chain_head": snap.events[-1].hash if snap.events else None,
     }
     running: dict[str, dict[str, Any] | None] = {}
-    for e in snap.events:
+    for i, e in enumerate(snap.events):
         p = e.payload
         if e.kind == "transition":
             trail["state_transitions"].append(
@@ -241,7 +243,8 @@ def audit_trail_json(snap: TaskSnapshot) -> dict[str, Any]:
                 "report_location": p.get("report"),
             }
         elif e.kind == "tool_usage":
-            trail["tool_usage"].append({"timestamp": e.at, **p})
+            if i >= since:
+                trail["tool_usage"].append({"timestamp": e.at, **p})
         elif e.kind == "commit":
             trail["commits"].append({"timestamp": e.at, **p})
         elif e.kind == "validation":
@@ -249,6 +252,90 @@ def audit_trail_json(snap: TaskSnapshot) -> dict[str, Any]:
         elif e.kind == "approval":
             trail["approvals"].append({"timestamp": e.at, **p})
     return trail
+
+
+# audit-trail.json's tool_usage: the last key, and most of the file for a long task (one entry
+# per recorded tool call). A rendering reuses the entries of the file it wrote before when
+# that file is provably that rendering: `.audit-trail.key` names it (device, inode, size and
+# times, written after it: a crash between, or any write to the file since, does not match),
+# and its "events" count and "chain_head" are the store's at that position, so the events it
+# was rendered from are the store's (the hash chain binds every earlier one). Anything else
+# renders it whole. The text is the same either way (tests/test_views_json.py).
+TRAIL_KEY = ".audit-trail.key"
+_TOOL_USAGE = b'\n  "tool_usage": '
+_ENTRY = b"\n    {"
+
+
+def _write_trail(task_dir: Path, snap: TaskSnapshot) -> None:
+    path = task_dir / "audit-trail.json"
+    key_path = task_dir / TRAIL_KEY
+    reused = _reusable(path, key_path, snap)
+    since, old = reused if reused is not None else (0, b"")
+    trail = audit_trail_json(snap, since)
+    atomic_write(path, trail_text(trail, old), durable=False)
+    try:
+        atomic_write(key_path, snapshot_file_key(path.stat()), durable=False)
+    except OSError:
+        key_path.unlink(missing_ok=True)
+
+
+def trail_text(trail: dict[str, Any], old: bytes = b"") -> bytes:
+    """(pretty_json(trail) + "\n") in UTF-8, `old` being the text of the tool_usage entries
+    rendered before the ones `trail` holds (each "\n    {...}", joined by commas)."""
+    entries = trail.pop("tool_usage")
+    head = pretty_json({**trail, "tool_usage": []})
+    trail["tool_usage"] = entries
+    assert head.endswith('"tool_usage": []\n}')  # the last key: see _TOOL_USAGE
+    new = ",".join(["\n    " + pretty_json(entry, "\n    ") for entry in entries]).encode()
+    body = old + (b"," if old and new else b"") + new
+    tail = b"[" + body + b"\n  ]" if body else b"[]"
+    return head[:-4].encode() + tail + b"\n}\n"
+
+
+def _reusable(path: Path, key_path: Path, snap: TaskSnapshot) -> tuple[int, bytes] | None:
+    """(events it covers, its tool_usage entries' text) of the audit-trail.json written
+    before, when it is provably the rendering of the store's first events; else None."""
+    try:
+        key = key_path.read_text(encoding="ascii")
+        if key != snapshot_file_key(path.stat()):
+            return None
+        text = path.read_bytes()
+    except (OSError, UnicodeDecodeError):
+        return None
+    at = text.rfind(_TOOL_USAGE)
+    count, head = _top_int(text, "events"), _top_str(text, "chain_head")
+    if at < 0 or count is None or not 0 < count <= len(snap.events):
+        return None
+    if head != snap.events[count - 1].hash:
+        return None
+    section = text[at + len(_TOOL_USAGE) :]
+    if section == b"[]\n}\n":
+        old = b""
+    elif section.startswith(b"[" + _ENTRY) and section.endswith(b"\n  ]\n}\n"):
+        old = section[1:-7]
+    else:
+        return None
+    used = sum(1 for e in snap.events[:count] if e.kind == "tool_usage")
+    if old.count(_ENTRY) != used:
+        return None
+    return count, old
+
+
+def _top_int(text: bytes, key: str) -> int | None:
+    at = text.find(f'\n  "{key}": '.encode())
+    if at < 0:
+        return None
+    value = text[at + len(key) + 7 : text.find(b"\n", at + 1)].rstrip(b",")
+    return int(value) if value.isdigit() else None
+
+
+def _top_str(text: bytes, key: str) -> str | None:
+    at = text.find(f'\n  "{key}": "'.encode())
+    if at < 0:
+        return None
+    start = at + len(key) + 8
+    end = text.find(b'"', start)
+    return text[start:end].decode("ascii", "replace") if end > start else None
 
 
 def _flag_states(snap: TaskSnapshot) -> dict[str, bool]:
@@ -293,7 +380,7 @@ def render(ws: Workspace, snap: TaskSnapshot) -> None:
         _write_changed(ws.agent_dir(name, agent) / "status.json", status_json(snap, agent))
     # What `recover --rebuild` restores from: appended, not rewritten (engine/store_record.py).
     store_record.render(task_dir, snap)
-    _write_view(task_dir / "audit-trail.json", audit_trail_json(snap))
+    _write_trail(task_dir, snap)
     failpoints.hit("views:mid")
     wanted = _flag_states(snap)
     for kind in ("plan", "changes"):
