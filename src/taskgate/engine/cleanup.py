@@ -11,8 +11,9 @@ directory with task.md, reports, views and the audit trail stays (R-CLN-06, C-31
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from taskgate.engine import worktree_setup
 from taskgate.engine.core import Engine, current_state
 from taskgate.engine.facts import gather, task_path
 from taskgate.engine.flow import apply_transition, refuse_if
-from taskgate.errors import ForeignTask, NeedsHuman, Refused
+from taskgate.errors import ForeignTask, NeedsHuman, Refused, TaskgateError
 from taskgate.git import ops, preserve
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git, git_out
@@ -206,12 +207,13 @@ def _quarantine(engine: Engine, task: str, item: Item, stamp: str) -> str | None
     return ref
 
 
-def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
+def verify_main_build(engine: Engine, snap: TaskSnapshot) -> tuple[dict[str, Any], bool]:
     """R-CMP-08 / C-83: the delivered commit builds and its files exist on main.
 
     The build runs in a throwaway worktree at the merged commit (see `build_worktree`). A
     failure blocks CLEANUP and needs the user (exit 4); main has already advanced, so
-    reverting is theirs to decide.
+    reverting is theirs to decide. Returns the report and whether it is still to be recorded
+    (a `validation` event on main): the caller records it with the move into CLEANUP.
     """
     t = snap.task
     repo = engine.ws.repo
@@ -230,7 +232,7 @@ def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
         if e.kind == "validation" and p.get("on_main") and p.get("head_sha") == built:
             passed = p.get("result") in ("SUCCESS", "UNCHANGED")
             if passed:
-                return dict(p)
+                return dict(p), False
     report: dict[str, Any] = {"on_main": True, "head_sha": built, "branch": t.base_branch}
     if State.IMPLEMENTATION in task_path(snap):  # "the delivered module must exist on main"
         present = ops.all_paths(repo, f"refs/heads/{t.base_branch}")
@@ -240,15 +242,14 @@ def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
             _escalate(engine, t.name, f"delivered files missing on {t.base_branch}: "
                       f"{', '.join(missing[:10])}", report | {"missing": missing})  # fmt: skip
     if (accepted := mainbuild.accepted(snap)) is not None:
-        return {"on_main": True, "head_sha": built, "result": "ACCEPTED", **accepted}
+        return {"on_main": True, "head_sha": built, "result": "ACCEPTED", **accepted}, False
     commands = engine.ws.config.validation.commands
     if not commands:
-        return report | {"result": "SKIPPED", "reason": "no [validation] commands (C-80)"}
+        return report | {"result": "SKIPPED", "reason": "no [validation] commands (C-80)"}, False
     from taskgate.engine.validated_tree import reuse  # issue 17: one suite run, not two
 
     if (same := reuse(engine, snap, built)) is not None:
-        _record(engine, t.name, report | same)  # in the audit trail, not a suite run
-        return report | same
+        return report | same, True  # in the audit trail, not a suite run
     timeout = engine.ws.config.validation.timeout_minutes * 60
     ran = []
     failure: dict[str, Any] = {}
@@ -279,16 +280,21 @@ def verify_main_build(engine: Engine, snap: TaskSnapshot) -> dict[str, Any]:
             report | failure,
         )
     report |= {"command": " && ".join(ran), "exit_code": 0, "result": "SUCCESS"}
-    _record(engine, t.name, report)
-    return report
+    return report, True
 
 
-def _record(engine: Engine, task: str, report: dict[str, Any]) -> None:
+def _record_body(
+    engine: Engine, task: str, report: dict[str, Any]
+) -> Callable[[Tx, TaskSnapshot], None]:
     def record(tx: Tx, current: TaskSnapshot) -> None:
         engine.event(tx, task, "validation", report)
         engine.touch(tx, current)
 
-    engine.step(task, record)
+    return record
+
+
+def _record(engine: Engine, task: str, report: dict[str, Any]) -> None:
+    engine.step(task, _record_body(engine, task, report))
 
 
 @contextmanager
@@ -366,10 +372,13 @@ def cleanup(engine: Engine, task: str, *, quarantine: bool = False) -> CleanupRe
                 ],
                 hint=_keep_hint(snap, at_risk),
             )
-        build = verify_main_build(engine, engine.require_snapshot(task))
+        build, unrecorded = verify_main_build(engine, engine.require_snapshot(task))
         stamp = engine.now().replace("-", "").replace(":", "")
 
         def enter(tx: Tx, current: TaskSnapshot) -> None:
+            if unrecorded:  # the main build's record and the move: one step (issue 18)
+                _record_body(engine, task, build)(tx, current)
+                current = tx.snapshot(task, since=current) or current
             facts = gather(engine, current)
             refuse_if(transitions.check(facts, State.CLEANUP), "COMPLETE -> CLEANUP")
             apply_transition(
@@ -387,7 +396,13 @@ def cleanup(engine: Engine, task: str, *, quarantine: bool = False) -> CleanupRe
                 },
             )
 
-        engine.step(task, enter)
+        try:
+            engine.step(task, enter)
+        except TaskgateError:
+            if unrecorded:  # refused: the build's record stands on its own, as it did
+                with contextlib.suppress(TaskgateError):
+                    _record(engine, task, build)
+            raise
         failpoints.hit("cleanup:after-transition")
     else:
         raise Refused(
