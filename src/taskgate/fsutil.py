@@ -13,7 +13,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def atomic_write(path: Path, text: str | bytes, *, durable: bool = True) -> None:
+def atomic_write(
+    path: Path, text: str | bytes | list[bytes | memoryview], *, durable: bool = True
+) -> None:
     """Replace `path` with `text` so that readers see the old or the new file, never a part.
 
     `durable=False` skips the fsync: still atomic for readers and across a crash of this
@@ -27,7 +29,11 @@ def atomic_write(path: Path, text: str | bytes, *, durable: bool = True) -> None
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(text if isinstance(text, bytes) else text.encode("utf-8"))
+            if isinstance(text, list):  # pieces, written one after the other
+                for piece in text:
+                    handle.write(piece)
+            else:
+                handle.write(text if isinstance(text, bytes) else text.encode("utf-8"))
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
