@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from taskgate.engine import anchor
 from taskgate.engine.complete import refuse_while_completing
 from taskgate.engine.core import Engine, current_state
-from taskgate.errors import Refused, UsageError
+from taskgate.errors import Refused, TaskgateError, UsageError
 from taskgate.fsutil import read_text
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git
@@ -124,10 +125,24 @@ def task_title(task_md: str | None, task: str) -> str:
     return task
 
 
-def present(engine: Engine, task: str) -> Presentation:
-    """`taskgate present T`: show the plan or the change and record what was shown, and when."""
+def present(
+    engine: Engine, task: str, *, facts: tuple[str, dict[str, Any]] | None = None
+) -> Presentation:
+    """`taskgate present T`: show the plan or the change and record what was shown, and when.
+
+    `facts` = (event, updates): facts of the caller's (`run`: the plan was written) recorded
+    in the same step, first, as a step of their own would record them (issue 18: a step
+    fewer); when the presentation is refused they are recorded on their own, as before."""
+
+    def record(tx: Tx, snap: TaskSnapshot) -> None:
+        assert facts is not None
+        engine.event(tx, task, facts[0], dict(facts[1]))
+        engine.touch(tx, snap, extra={**snap.task.extra, **facts[1]})
 
     def body(tx: Tx, snap: TaskSnapshot) -> Presentation:
+        if facts is not None:
+            record(tx, snap)
+            snap = tx.snapshot(task, since=snap) or snap
         refuse_while_completing(snap, "present")  # issue 16
         kind = _kind_for(current_state(snap.task))
         now = engine.now()
@@ -168,7 +183,13 @@ def present(engine: Engine, task: str) -> Presentation:
         details["recovery"] = recovery_hint(tx.snapshot(task) or snap)
         return Presentation(task, kind, bound, now, text, details)
 
-    shown = engine.step(task, body)
+    try:
+        shown = engine.step(task, body)
+    except TaskgateError:
+        if facts is not None:  # refused: the caller's facts stand on their own
+            with contextlib.suppress(TaskgateError):
+                engine.step(task, record)
+        raise
     anchor.anchor(engine, task)  # the chain's head, in git (issue 14)
     from taskgate.engine import remote_sync  # issue 20: a team's machines see the checkpoint
 

@@ -138,15 +138,17 @@ class Runner:
             if e.get("kind") == "plan"
             and e.get("at", "") > snap.task.extra.get("plan_written_at", "")
         ]
+        written = None
         if taskmd.plan_section(text) is None or plan_feedback:
-            self._write_plan(snap)
-        shown = checkpoints.present(self.engine, self.task)
+            written = self._write_plan(snap)
+        shown = checkpoints.present(self.engine, self.task, facts=written)  # one step (issue 18)
         self.engine.flush_views()  # the person may look at them while deciding
         self.progress.finish()  # the prompt gets a clean line
         decision = self.approver.decide(self.task, "plan", shown.text)
         self._apply_decision("plan", decision)
 
-    def _write_plan(self, snap: TaskSnapshot) -> None:
+    def _write_plan(self, snap: TaskSnapshot) -> tuple[str, dict[str, Any]]:
+        """Have the architect write the plan; the fact to record with its presentation."""
         architect = (
             "architect"
             if "architect" in snap.task.required_agents
@@ -155,10 +157,7 @@ class Runner:
         for attempt in range(self.engine.ws.config.protocol.max_agent_retries + 1):
             result = self.pool.invoke_one(snap, architect, Mode.SYNTHESIS, attempt=attempt + 1)
             if result.ok:
-                notes.set_extra(
-                    self.engine, self.task, "plan_written", plan_written_at=self.engine.now()
-                )
-                return
+                return "plan_written", {"plan_written_at": self.engine.now()}
             self.progress.emit("agent-result", self.task, f"{architect}: {result.reason}")
         raise self._escalation(
             cause="plan",
