@@ -116,42 +116,19 @@ def _git(args: list[str], repo: str, extra: dict[str, str] | None = None,
     """(exit code, stdout) of `git args` in `repo`, in the environment taskgate.git.cmd.git
     gives every git command (no inherited GIT_*, LC_ALL=C, no prompts).
 
-    Started with `os.posix_spawnp` like hooks/effects.run_git: the prompt hook anchors every
-    prompt of a session holding a task, and importing subprocess (locale, threading,
-    selectors, signal) costs that process more than the two git commands (issue 18)."""
+    Started by taskgate.spawn (`os.posix_spawnp`), like hooks/effects.run_git: the prompt
+    hook anchors every prompt of a session holding a task, and importing subprocess (locale,
+    threading, selectors, signal) costs that process more than the two git commands (issue
+    18)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update({"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}, **(extra or {}))
-    out_r, out_w = os.pipe()
-    in_r, in_w = os.pipe() if stdin is not None else (-1, -1)
-    actions: list[tuple[object, ...]] = [
-        (os.POSIX_SPAWN_DUP2, out_w, 1),
-        (os.POSIX_SPAWN_CLOSE, out_r),
-        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-    ]
-    if stdin is not None:
-        actions += [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_CLOSE, in_w)]
-    else:
-        actions.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0))
+    from taskgate.spawn import output
+
     try:
-        pid = os.posix_spawnp("git", ["git", "-C", repo, *args], env, file_actions=actions)
+        code, out = output(["git", "-C", repo, *args], env, stdin)
     except OSError:
-        for fd in (out_r, out_w, in_r, in_w):
-            if fd >= 0:
-                os.close(fd)
         return 127, ""
-    os.close(out_w)
-    if stdin is not None:
-        os.close(in_r)
-        try:
-            os.write(in_w, stdin)
-        finally:
-            os.close(in_w)
-    chunks = []
-    while chunk := os.read(out_r, 1 << 16):
-        chunks.append(chunk)
-    os.close(out_r)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode("utf-8", "replace")
+    return code, out.decode("utf-8", "replace")
 
 
 def read_anchor(ws: Workspace, task: str) -> tuple[int, str] | None:

@@ -40,40 +40,11 @@ def run_git(
     """(exit code, stdout) of `git -C cwd args...`; stderr is discarded."""
     env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith("GIT_CONFIG")}
     env.update(LC_ALL="C", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", **(extra or {}))
-    out_r, out_w = os.pipe()
-    in_r, in_w = os.pipe() if stdin is not None else (-1, -1)
-    actions: list[tuple[Any, ...]] = [
-        (os.POSIX_SPAWN_DUP2, out_w, 1),
-        (os.POSIX_SPAWN_CLOSE, out_r),
-        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-    ]
-    if stdin is not None:
-        actions += [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_CLOSE, in_w)]
-    else:
-        actions.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0))
-    try:
-        # No fsmonitor and no hooks: a configured one would run a program of the agent's.
-        safe = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"]
-        argv = ["git", "-C", cwd, *safe, *args]
-        pid = os.posix_spawnp("git", argv, env, file_actions=actions)
-    finally:
-        os.close(out_w)
-        if stdin is not None:
-            os.close(in_r)
-    if stdin is not None:
-        try:
-            os.write(in_w, stdin)  # small: a list of paths
-        finally:
-            os.close(in_w)
-    chunks = []
-    while True:
-        chunk = os.read(out_r, 1 << 16)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(out_r)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), b"".join(chunks)
+    from taskgate.spawn import output
+
+    # No fsmonitor and no hooks: a configured one would run a program of the agent's.
+    safe = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"]
+    return output(["git", "-C", cwd, *safe, *args], env, stdin)
 
 
 # -- fingerprints ----------------------------------------------------------------------------
