@@ -19,7 +19,7 @@ A crash while appending leaves a torn last line: the next rendering cuts it off,
 reader (`replay`) uses the lines up to the last one whose hash and counts verify, saying
 where it stopped. The line hashes find a torn or garbled line, not an edit: an edited line
 with recomputed hashes is found by what proves the record, the events' hash chain and the
-head git anchors (engine/rebuild.py `prove`), and `taskgate audit` compares the whole
+head git anchors (engine/rebuild_proof.py `prove`), and `taskgate audit` compares the whole
 record with the store (`problems`). When the last line does not follow from the store (the
 file damaged, or written for another history) the file is rewritten whole; when it is ahead
 of the store (lost steps) it is left as it is: it is the evidence a rebuild restores from.

@@ -12,7 +12,7 @@ event per written file, the task row's seq moved so the views are known stale) a
 dispatch's snapshot check does, in one write transaction. The views are left stale on
 purpose: their `_seq` says so, and every reader re-renders a stale view before it uses one
 (Engine.snapshot; `taskgate audit` tells a lazily deferred render from an edited view,
-engine/audit.py). Taken only where the engine's path would do nothing more:
+engine/audit_views.py). Taken only where the engine's path would do nothing more:
 
 - the tool's writes are known (Edit, Write, MultiEdit, NotebookEdit; a Bash line the
   analyser read completely that runs no code) and none lands in the store or a view, so the

@@ -1,6 +1,6 @@
 """Canonical JSON and the audit trail's event hash: one definition for every writer (issue 18).
 
-The store (store/sqlite.py, store/pg_tx.py), the audit's verification (engine/audit.py) and
+The store (store/sqlite.py, store/pg_tx.py), the audit's verification (engine/audit_chain.py) and
 the hook process that appends events without the engine (hooks/quick.py) all encode and
 hash through this module, so the chain a hook appends is the chain `taskgate audit` checks.
 
