@@ -1,5 +1,5 @@
 """The PostgreSQL store's transaction (issue 20): store/base.py's Tx on one psycopg
-connection, the same statements as store/sqlite.py with `%s` placeholders. Opened by
+connection, the same statements as store/sqlite_tx.py with `%s` placeholders. Opened by
 store/postgres.py's PgStore, which owns the transaction boundaries and the writer lock."""
 
 from __future__ import annotations
