@@ -188,7 +188,7 @@ def prepare(worktree: Path, branch: str, scratch: Path) -> GitShadow:
             (shadow / MAIN_OBJECTS).mkdir()
             mounts.append(Mount("ro-bind", common / "objects", common / MAIN_OBJECTS))
         elif name == "refs":
-            shutil.copytree(common / "refs", shadow / "refs", symlinks=True)
+            _copy_refs(common / "refs", shadow / "refs")
         elif name in ("packed-refs", "HEAD"):
             shutil.copyfile(common / name, shadow / name)
         elif name == "logs":
@@ -337,3 +337,16 @@ def _read_regular(path: Path, limit: int = _MAX_OBJECT_BYTES) -> bytes | None:
             return handle.read(limit + 1)
     finally:
         os.close(fd)
+
+
+def _copy_refs(src: Path, dest: Path) -> None:
+    """A copy of `src` (the refs) while other taskgate commands and agents may be moving them:
+    lock files are left out (a private copy holds nobody's lock), and a ref or lock that is
+    renamed or deleted while the copy runs is left out too, as a copy taken a moment later
+    would (a concurrent `start` broke every other session's setup on it: the CI run found
+    it in tests/test_worktree_setup.py)."""
+    try:
+        shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns("*.lock"))
+    except shutil.Error as exc:
+        if any(os.path.lexists(failed[0]) for failed in exc.args[0]):
+            raise  # something that is still there could not be copied
