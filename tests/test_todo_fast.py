@@ -30,6 +30,7 @@ from taskgate.store import snapshot, sqlite
 from taskgate.store.records import TaskRow
 from taskgate.store.schema import MIGRATIONS
 from taskgate.store.sqlite import SqliteStore
+from test_todo_parser import TODO_LINES
 
 # -- what the quick path copies is what the engine has ------------------------------------------
 
@@ -45,52 +46,25 @@ def test_copied_constants_are_the_engines() -> None:
 
 # -- todo_scan.headings: never a different answer than parse_todo --------------------------------
 
-LINES = [
-    "## add-login: Add a login page",
-    "## setup-db: Database",
-    "## add-login: again",
-    "## Bad Name: x",
+LINES = [  # the parser suite's lines, and more shapes a heading or field can take
+    *TODO_LINES,
     "## main: reserved",
     "## a..b: dots",
     "## x.lock: lock",
     "## ends.: dot",
-    "## no-title:",
     "## blank-title:   ",
     "## t2:\u00a0\u2003",
-    "##\tt1:\ttab title",
     "## a:b: colon name",
-    "# Tasks",
-    "### sub heading",
-    "#nospace",
     "  ## indented: heading",
-    "- Purpose: users cannot sign in",
-    "Purpose: p",
     "PURPOSE: again",
-    "  * scope :  the form  ",
     "\u00a0- Scope: nbsp",
     "\x1c- Scope: file separator",
     "- \u017fcope: long s",
     "- Purposes: plural",
     "-Purpose: no space",
     "- - Purpose: two bullets",
-    "- Components: c",
     "- Components:",
-    "- Depends: setup-db, add-users",
-    "- Depends: none",
-    "- Depends: Bad!",
-    "- Depends: add-login",
-    "- Files: src/a.py, , tests/b.py",
-    "- Risk: high",
-    "- Risk: extreme",
-    "- Note: not a field",
-    "free text: with a colon",
-    "free text",
-    "",
-    "   ",
-    "\r",
-    "x\u2028y",
     "x\x85y",
-    "tab\there",
     BOM + "## bom: in a line",
 ]
 

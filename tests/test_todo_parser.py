@@ -113,38 +113,37 @@ def _old_parse_entry(lines: list[str], start: int, end: int) -> TodoTask:
 
 # -- generated todo.md text ---------------------------------------------------------------------
 
-LINES = st.sampled_from(
-    [
-        "## add-login: Add a login page",
-        "## setup-db: Database",
-        "## add-login: again",
-        "## Bad Name: x",
-        "## no-title:",
-        "##\tt1:\ttab title",
-        "# Tasks",
-        "### sub heading",
-        "#nospace",
-        "- Purpose: users cannot sign in",
-        "Purpose: p",
-        "  * scope :  the form  ",
-        "- Components: c",
-        "- Depends: setup-db, add-users",
-        "- Depends: none",
-        "- Depends: Bad!",
-        "- Depends: add-login",
-        "- Files: src/a.py, , tests/b.py",
-        "- Risk: high",
-        "- Risk: extreme",
-        "- Note: not a field",
-        "free text: with a colon",
-        "free text",
-        "",
-        "   ",
-        "\r",
-        "x\u2028y",
-        "tab\there",
-    ]
-)
+TODO_LINES = [  # tests/test_todo_fast.py samples these too, with more
+    "## add-login: Add a login page",
+    "## setup-db: Database",
+    "## add-login: again",
+    "## Bad Name: x",
+    "## no-title:",
+    "##\tt1:\ttab title",
+    "# Tasks",
+    "### sub heading",
+    "#nospace",
+    "- Purpose: users cannot sign in",
+    "Purpose: p",
+    "  * scope :  the form  ",
+    "- Components: c",
+    "- Depends: setup-db, add-users",
+    "- Depends: none",
+    "- Depends: Bad!",
+    "- Depends: add-login",
+    "- Files: src/a.py, , tests/b.py",
+    "- Risk: high",
+    "- Risk: extreme",
+    "- Note: not a field",
+    "free text: with a colon",
+    "free text",
+    "",
+    "   ",
+    "\r",
+    "x\u2028y",
+    "tab\there",
+]
+LINES = st.sampled_from(TODO_LINES)
 
 
 @settings(max_examples=400, deadline=None)
