@@ -15,18 +15,17 @@ from typing import Any
 
 from taskgate import failpoints
 from taskgate.engine import remote_sync
+from taskgate.engine.complete_archive import archive
 from taskgate.engine.core import Engine, current_state
 from taskgate.engine.facts import gather
 from taskgate.engine.flow import apply_transition, refuse_if
 from taskgate.engine.merge import record_commits
 from taskgate.errors import Refused, UsageError
-from taskgate.fsutil import atomic_write, remove_stale_temps
 from taskgate.git import ops
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git, raise_if_busy
 from taskgate.protocol import transitions
 from taskgate.protocol.states import State
-from taskgate.protocol.todo import TodoError, parse_todo, remove_task
 from taskgate.protocol.violations import Violation
 from taskgate.store.base import Tx
 from taskgate.store.records import TaskSnapshot
@@ -34,7 +33,6 @@ from taskgate.store.records import TaskSnapshot
 OP = "complete"
 # What `complete` itself produces; the preflight ignores these parts of the COMPLETE guard.
 _OWN_RULES = {"R-CMP-02", "R-CMP-06"}
-_ARCHIVE_SUBJECT = "[agent:main] archive"  # R-WTB-06: taskgate commits as the main agent
 
 
 @dataclass(frozen=True)
@@ -176,79 +174,6 @@ def _preflight(engine: Engine, snap: TaskSnapshot) -> str:
             "again; nothing was changed",
         )
     return main_sha
-
-
-def _changelog_entry(engine: Engine, task: str, snap: TaskSnapshot, title: str) -> str:
-    t = snap.task
-    # The time this complete began, not now: a resumed archival writes the same bytes, so
-    # the blob a killed run had staged stays the one committed (issue 16: nothing lost).
-    started = [e.at for e in snap.events if e.kind == "complete_started"]
-    lines = [f"## {task}: {title}", f"- Completed: {started[-1] if started else engine.now()}"]
-    if t.risk_level:
-        lines.append(f"- Risk: {t.risk_level}")
-    if t.required_agents:
-        lines.append(f"- Agents: {', '.join(t.required_agents)}")
-    return "\n".join(lines) + "\n"
-
-
-def _archive(engine: Engine, snap: TaskSnapshot, approved: str) -> str:
-    """R-CMP-03 / C-32: one commit on T removing the todo.md entry and adding a changelog entry."""
-    task = snap.task.name
-    wt = engine.ws.task_worktree(task)
-    head = gitrepo.rev_parse(wt, "HEAD") or ""
-    if head != approved:
-        info = ops.commit(wt, head)
-        if info.parents == (approved,) and info.subject.startswith(_ARCHIVE_SUBJECT):
-            return head  # committed before a crash; the journal did not record it yet
-        raise Refused(
-            f"the task branch moved during completion ({approved[:12]} -> {head[:12]})",
-            [Violation("R-CKP-13", "only the approved commit is completed")],
-            hint=f"present the change again ('taskgate present {task}')",
-        )
-    todo_name = engine.ws.config.workspace.todo
-    log_name = engine.ws.config.workspace.changelog
-    for name in (todo_name, log_name):  # a kill inside atomic_write leaves its temp file
-        remove_stale_temps(wt / name)
-    # Contents come from the approved commit, never from the disk: a crash may have left the
-    # files half-edited, and redoing the edit from the commit is what makes this idempotent.
-    todo_text = git("show", f"{approved}:{todo_name}", cwd=wt, check=False)
-    log_text = git("show", f"{approved}:{log_name}", cwd=wt, check=False)
-    title = task
-    paths = []
-    if todo_text.ok:
-        try:
-            entry = parse_todo(todo_text.stdout).get(task)
-        except TodoError:
-            entry = None  # a broken todo.md on T is kept as it is; the changelog still records
-        if entry is not None:
-            title = entry.title
-            atomic_write(wt / todo_name, remove_task(todo_text.stdout, entry))
-            paths.append(todo_name)
-    # `taskgate init` writes changelog.md untracked; its text is the base when T lacks one, and
-    # the merge later replaces that untracked copy (its text is a prefix of the new one).
-    changelog = log_text.stdout if log_text.ok else _untracked_text(engine, log_name)
-    if f"## {task}:" not in changelog:
-        entry_text = _changelog_entry(engine, task, snap, title)
-        atomic_write(wt / log_name, changelog.rstrip("\n") + "\n\n" + entry_text)
-        paths.append(log_name)
-    if not paths:
-        return approved  # archived already (e.g. a squash rebased after R-CMP-06)
-    git("add", "--", *paths, cwd=wt)
-    failpoints.hit("complete:archival-staged")
-    git(
-        "commit", "--no-verify", "-q", "-m", f"{_ARCHIVE_SUBJECT} {task}: todo.md -> "
-        f"{log_name}", "--", *paths, cwd=wt,
-    )  # fmt: skip
-    return gitrepo.rev_parse(wt, "HEAD") or ""
-
-
-def _untracked_text(engine: Engine, name: str) -> str:
-    path = engine.ws.repo / name
-    if path.is_file() and not ops.is_tracked(engine.ws.repo, name):
-        text = path.read_text(encoding="utf-8", errors="replace")
-        if text.strip():
-            return text
-    return "# Changelog\n"
 
 
 def _collisions(engine: Engine, main_sha: str, head: str) -> list[str]:
@@ -473,7 +398,7 @@ def _run_steps(engine: Engine, task: str, pending: dict[str, Any]) -> dict[str, 
     snap = engine.require_snapshot(task)
     main = snap.task.base_branch
     if "archival_sha" not in pending:
-        archival = _archive(engine, snap, str(pending["approved_sha"]))
+        archival = archive(engine, snap, str(pending["approved_sha"]))
         failpoints.hit("complete:archival-committed")
         pending = _journal(engine, task, archival_sha=archival)
         failpoints.hit("complete:after-archival")

@@ -1,7 +1,7 @@
 """The build on main after the merge (R-CMP-08), as issue 17 needs it: re-checked against
 the current main, or accepted by a person.
 
-engine/cleanup.py (issue 16) calls these from `verify_main_build`:
+engine/cleanup_build.py (issue 16) calls these from `verify_main_build`:
 
 - `target`: the commit to build is main's current tip (it contains the task commit), so a
   person who fixed main after a failure gets the fix checked, not the old merge again;
