@@ -12,6 +12,7 @@ from taskgate.protocol import taskmd
 from taskgate.protocol.facts import AgentFacts, Approval, LogEntry, TaskFacts, Validation
 from taskgate.protocol.states import AgentStatus, ChangeType, Decision, RiskLevel, State
 from taskgate.protocol.workflow import state_path
+from taskgate.store.event_log import of_kinds
 from taskgate.store.records import TaskSnapshot
 
 # States whose guards look at the task branch HEAD (a git call is only made for these).
@@ -181,7 +182,7 @@ def _agent_commits(engine: Engine, snap: TaskSnapshot) -> dict[str, tuple[int, i
     on_t = git("log", "--no-merges", "--format=%s", f"{base}..refs/heads/{t.name}", cwd=repo,
                check=False).stdout.splitlines()  # fmt: skip
     # Commits recorded at merges count too: `complete` squashes T, a rebase may follow (R-CMP-06).
-    on_t += [f"[agent:{e.payload.get('agent')}]" for e in snap.events if e.kind == "commit"]
+    on_t += [f"[agent:{e.payload.get('agent')}]" for e in of_kinds(snap.events, ("commit",))]
     result: dict[str, tuple[int, int]] = {}
     for name in t.required_agents:
         tag = f"[agent:{name}]"
@@ -195,9 +196,13 @@ def _agent_commits(engine: Engine, snap: TaskSnapshot) -> dict[str, tuple[int, i
     return result
 
 
+_COMPLETENESS = ("transition", "agent_invoked", "agent_completed", "commit")
+
+
 def audit_completeness(snap: TaskSnapshot) -> tuple[str, ...]:
     """R-AUD-05: at least one transition, invocation and commit; no invocation still running."""
-    kinds = [e.kind for e in snap.events]
+    events = of_kinds(snap.events, _COMPLETENESS)  # issue 18: not the tool_usage records
+    kinds = {e.kind for e in events}
     problems = []
     if "transition" not in kinds:
         problems.append("no state_transitions recorded")
@@ -206,7 +211,7 @@ def audit_completeness(snap: TaskSnapshot) -> tuple[str, ...]:
     if "commit" not in kinds:
         problems.append("no commits recorded")
     running: set[str] = set()
-    for e in snap.events:
+    for e in events:
         if e.kind == "agent_invoked":
             running.add(str(e.payload.get("agent")))
         elif e.kind == "agent_completed":

@@ -18,6 +18,7 @@ from taskgate.dataclass_lite import replace
 from taskgate.engine.core import Engine, pid_start_time
 from taskgate.protocol.states import State
 from taskgate.store.base import Tx
+from taskgate.store.event_log import of_kinds
 from taskgate.store.records import JSON, EventRow, TaskSnapshot
 
 
@@ -32,7 +33,7 @@ def process_record(engine: Engine) -> JSON:
 def open_invocations(snap: TaskSnapshot) -> dict[str, EventRow]:
     """agent -> its last `agent_invoked` event that has no `agent_completed` after it."""
     running: dict[str, EventRow] = {}
-    for e in snap.events:
+    for e in of_kinds(snap.events, ("agent_invoked", "agent_completed")):
         if e.kind == "agent_invoked":
             running[str(e.payload.get("agent"))] = e
         elif e.kind == "agent_completed":

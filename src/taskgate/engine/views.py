@@ -19,6 +19,7 @@ from taskgate import failpoints
 from taskgate.engine import store_record
 from taskgate.engine.workspace import Workspace
 from taskgate.fsutil import atomic_write, read_json
+from taskgate.store.event_log import count_of, of_kinds, select
 from taskgate.store.records import TaskSnapshot
 from taskgate.store.snapshot import file_key as snapshot_file_key
 
@@ -164,8 +165,7 @@ def task_json(snap: TaskSnapshot) -> dict[str, Any]:
     # R-INT-10: the interruption log; its length is the interruption count.
     data["interruptions"] = [
         {"type": e.payload.get("type"), "timestamp": e.at}
-        for e in snap.events
-        if e.kind == "interruption"
+        for e in of_kinds(snap.events, ("interruption",))
     ]
     return data
 
@@ -189,6 +189,11 @@ def status_json(snap: TaskSnapshot, agent: str) -> dict[str, Any]:
     return data
 
 
+# The kinds audit_trail_json renders from every event (tool_usage: from `since` on).
+_TRAIL_KINDS = ("transition", "agent_invoked", "agent_completed", "commit", "validation",
+                "approval")  # fmt: skip
+
+
 def audit_trail_json(snap: TaskSnapshot, since: int = 0) -> dict[str, Any]:
     """audit-trail.json (R-AUD-01/02/03/04) derived from the hash-chained events (`since`:
     the tool_usage entries of the events before it left out, see _write_trail)."""
@@ -209,7 +214,9 @@ def audit_trail_json(snap: TaskSnapshot, since: int = 0) -> dict[str, Any]:
         "chain_head": snap.events[-1].hash if snap.events else None,
     }
     running: dict[str, dict[str, Any] | None] = {}
-    for i, e in enumerate(snap.events):
+    # The events of the sections' kinds, and the tool_usage ones from `since` on: what the
+    # trail holds (issue 18: the others are not read from the store).
+    for later, e in select(snap.events, _TRAIL_KINDS, since):
         p = e.payload
         if e.kind == "transition":
             trail["state_transitions"].append(
@@ -243,7 +250,7 @@ def audit_trail_json(snap: TaskSnapshot, since: int = 0) -> dict[str, Any]:
                 "report_location": p.get("report"),
             }
         elif e.kind == "tool_usage":
-            if i >= since:
+            if later:
                 trail["tool_usage"].append({"timestamp": e.at, **p})
         elif e.kind == "commit":
             trail["commits"].append({"timestamp": e.at, **p})
@@ -315,7 +322,7 @@ def _reusable(path: Path, key_path: Path, snap: TaskSnapshot) -> tuple[int, byte
         old = section[1:-7]
     else:
         return None
-    used = sum(1 for e in snap.events[:count] if e.kind == "tool_usage")
+    used = count_of(snap.events, "tool_usage", count)
     if old.count(_ENTRY) != used:
         return None
     return count, old

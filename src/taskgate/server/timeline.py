@@ -63,7 +63,7 @@ def _title(text: str) -> str:
 
 def render(snap: TaskSnapshot, *, now: str | None = None) -> str:
     """The SVG (a string of markup, escaped) for one task."""
-    events = snap.events
+    events = tuple(snap.events)
     if not events:
         return '<p class="muted">No events recorded yet.</p>'
     axis, xs = _positions(events)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 
+from taskgate.store.event_log import EventLog
 from taskgate.store.records import (
     JSON,
     AgentRow,
@@ -22,7 +23,10 @@ from taskgate.store.records import (
 
 TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 
 class Conflict(Exception):
@@ -136,6 +140,35 @@ class Tx(ABC):
     def append_event(self, name: str, kind: str, payload: JSON, at: str) -> EventRow:
         """Append a hash-chained audit event."""
 
+    # -- what an EventLog reads on demand (store/event_log.py, issue 18) ---------------------
+
+    # Set by the store when this transaction has ended (committed or rolled back): an
+    # EventLog of one of its snapshots then reads through `detached`.
+    closed = False
+
+    def event_head(self, name: str) -> tuple[int, EventRow | None]:
+        """How many events the task has, and its last one."""
+        events = self.events(name)
+        return len(events), (events[-1] if events else None)
+
+    def events_before(self, name: str, seq: int, limit: int) -> list[EventRow]:
+        """The last `limit` of the task's events numbered below `seq`, in order."""
+        earlier = [e for e in self.events(name) if e.seq < seq]
+        return earlier[max(len(earlier) - limit, 0) :]
+
+    def events_of_kinds(self, name: str, kinds: Sequence[str], upto: int) -> list[EventRow]:
+        """The task's events of these kinds numbered `upto` or below, in order."""
+        return [e for e in self.events(name) if e.kind in kinds and e.seq <= upto]
+
+    def count_events_of(self, name: str, kind: str, upto: int) -> int:
+        """How many of the task's events numbered `upto` or below are of `kind`."""
+        return sum(1 for e in self.events(name) if e.kind == kind and e.seq <= upto)
+
+    def detached(self, query: Callable[[Tx], T]) -> T:
+        """Run `query` (a read of events numbered at most what this transaction saw) after
+        this transaction ended, on the same connection."""
+        return query(self)
+
     def last_event_seq(self) -> int | None:
         """The number of the store's last event (0: none), None when the store does not say
         cheaply; a hook snapshot that saw a later one shows lost steps (issue 16)."""
@@ -145,19 +178,31 @@ class Tx(ABC):
     def active_task_of(self, session_id: str) -> TaskRow | None:
         """The one unreleased task this session holds (R-LCK-19, R-LCK-20)."""
 
-    def snapshot(self, name: str, *, since: TaskSnapshot | None = None) -> TaskSnapshot | None:
+    def snapshot(
+        self, name: str, *, since: TaskSnapshot | None = None, lazy: bool = False
+    ) -> TaskSnapshot | None:
         """Everything about one task, consistent within this transaction. `since`: a snapshot
         of the same task read earlier in this transaction; its events are kept and only the
         ones appended after it are read (the chain is append-only; issue 18: a step read and
-        decoded every event twice)."""
+        decoded every event twice). `lazy`: the events are an EventLog that reads what is
+        asked of it (store/event_log.py; issue 18: a step read and decoded every event);
+        else every event is read now."""
         row = self.task(name)
         if row is None:
             return None
+        events: EventLog
         if since is not None and since.task.name == name:
-            last = since.events[-1].seq if since.events else 0
-            events = since.events + tuple(self.events_after(name, last))
+            before = since.events
+            last = before[-1].seq if before else 0
+            added = self.events_after(name, last)
+            if isinstance(before, EventLog):
+                events = before.extended(added)
+            else:
+                events = EventLog((*before, *added), task=name)
+        elif lazy:
+            events = EventLog.lazy(self, name)
         else:
-            events = tuple(self.events(name))
+            events = EventLog(self.events(name), task=name)
         return TaskSnapshot(
             task=row,
             transitions=tuple(self.transitions(name)),

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pgerrors
@@ -30,8 +31,10 @@ from taskgate.store.records import (
     event_hash,
 )
 
+_EVENT_COLUMNS = "task, at, kind, payload, prev_hash, hash, seq"
 TASK_COLUMNS = tuple(f.name for f in dataclasses.fields(TaskRow))
 _JSON_TASK_FIELDS = {"required_agents", "classification", "checkpoint", "pending", "extra"}
+T = TypeVar("T")
 
 
 def _dump(value: Any) -> str:
@@ -338,20 +341,62 @@ class PgTx(Tx):
         return self.events_after(name, 0)
 
     def events_after(self, name: str, seq: int) -> list[EventRow]:
-        rows = self._q(
-            "SELECT * FROM events WHERE task = %s AND seq > %s ORDER BY seq", (name, seq)
+        return self._event_rows(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = %s AND seq > %s ORDER BY seq",
+            (name, seq),
         )
+
+    def _event_rows(self, sql: str, params: Any) -> list[EventRow]:
         result = []
-        for r in rows:
+        cur = self._c.cursor(row_factory=tuple_row).execute(sql, params)
+        for task, at, kind, text, prev_hash, digest, seq in cur:
             try:
-                payload = _load(r["payload"])
+                payload = _load(text)
             except ValueError:
-                payload = {"_unparseable": r["payload"]}
-            result.append(
-                EventRow(r["task"], r["at"], r["kind"], payload, r["prev_hash"], r["hash"],
-                         r["seq"])
-            )  # fmt: skip
+                payload = {"_unparseable": text}
+            result.append(EventRow(task, at, kind, payload, prev_hash, digest, seq))
         return result
+
+    def event_head(self, name: str) -> tuple[int, EventRow | None]:
+        rows = self._event_rows(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = %s ORDER BY seq DESC LIMIT 1",
+            (name,),
+        )
+        if not rows:
+            return 0, None
+        count = self._q(
+            "SELECT COUNT(*) AS n FROM events WHERE task = %s AND seq <= %s", (name, rows[0].seq)
+        ).fetchone()
+        return int(count["n"]) if count else 0, rows[0]
+
+    def events_before(self, name: str, seq: int, limit: int) -> list[EventRow]:
+        rows = self._event_rows(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = %s AND seq < %s "
+            "ORDER BY seq DESC LIMIT %s",
+            (name, seq, limit),
+        )
+        rows.reverse()
+        return rows
+
+    def events_of_kinds(self, name: str, kinds: Sequence[str], upto: int) -> list[EventRow]:
+        return self._event_rows(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = %s AND seq <= %s "
+            "AND kind = ANY(%s) ORDER BY seq",
+            (name, upto, list(kinds)),
+        )
+
+    def count_events_of(self, name: str, kind: str, upto: int) -> int:
+        row = self._q(
+            "SELECT COUNT(*) AS n FROM events WHERE task = %s AND seq <= %s AND kind = %s",
+            (name, upto, kind),
+        ).fetchone()
+        return int(row["n"]) if row else 0
+
+    def detached(self, query: Callable[[Tx], T]) -> T:
+        try:
+            return query(self)
+        except psycopg.Error as exc:
+            raise StoreCorrupt(f"reading a task's events after its step failed: {exc}") from exc
 
     def append_event(self, name: str, kind: str, payload: JSON, at: str) -> EventRow:
         if kind in snapshot.EVENT_KINDS:

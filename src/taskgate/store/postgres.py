@@ -273,8 +273,9 @@ class PgStore(Store):
             self._live().execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         except psycopg.OperationalError as exc:
             raise unreachable(self.url, exc) from None
+        tx = PgTx(self._conn)
         try:
-            yield PgTx(self._conn)
+            yield tx
         except psycopg.OperationalError as exc:
             self._rollback()
             raise unreachable(self.url, exc) from None
@@ -289,6 +290,8 @@ class PgStore(Store):
                 self._conn.execute("COMMIT")
             except psycopg.OperationalError as exc:
                 raise unreachable(self.url, exc) from None
+        finally:
+            tx.closed = True  # its snapshots' EventLogs read through tx.detached now
 
     def _rollback(self) -> None:
         with suppress(psycopg.Error):
@@ -330,6 +333,8 @@ class PgStore(Store):
                 failpoints.hit("store.committed")
                 with suppress(psycopg.Error, OSError, ValueError, TypeError, EnvironmentFault):
                     self.refresh_snapshot(wait_s=0.1)
+        finally:
+            tx.closed = True
 
     def _advance_clock(self) -> None:
         """Inside the write transaction: the snapshot clock moves on, and every machine's

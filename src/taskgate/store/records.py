@@ -10,6 +10,7 @@ from taskgate.store.canon import event_hash as event_hash
 
 TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 JSON = dict[str, "Any"]  # "Any": typing is imported for mypy only
@@ -194,7 +195,8 @@ class TaskSnapshot:
     presentations: tuple[PresentationRow, ...] = ()
     approvals: tuple[ApprovalRow, ...] = ()
     validations: tuple[ValidationRow, ...] = ()
-    events: tuple[EventRow, ...] = ()
+    # An EventLog (store/event_log.py) from Tx.snapshot: read on demand when lazy (issue 18).
+    events: Sequence[EventRow] = ()
 
     def agent(self, name: str) -> AgentRow | None:
         """The agent row called `name`, or None."""

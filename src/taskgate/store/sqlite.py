@@ -133,8 +133,9 @@ class SqliteStore(Store):
     @contextmanager
     def read(self) -> Iterator[Tx]:
         self._conn.execute("BEGIN")
+        tx = SqliteTx(self._conn)
         try:
-            yield SqliteTx(self._conn)
+            yield tx
         except sqlite3.DatabaseError as exc:
             self._conn.execute("ROLLBACK")
             _raise_fault(exc, self.path)
@@ -144,6 +145,8 @@ class SqliteStore(Store):
             raise
         else:
             self._conn.execute("COMMIT")
+        finally:
+            tx.closed = True  # its snapshots' EventLogs read through tx.detached now
 
     @contextmanager
     def write(self) -> Iterator[Tx]:
@@ -197,6 +200,8 @@ class SqliteStore(Store):
                     self.refresh_snapshot(wait_s=0.1, patch=patch)
             elif self._snapshot_held and self._held_patch is not None and end != start:
                 self._hold((self._held_patch[0], (start, end), frozenset()))
+        finally:
+            tx.closed = True
 
     _snapshot_held = False
     # The splice the held writes add up to (Store.hold_snapshot): the file the first one found,

@@ -33,7 +33,10 @@ from taskgate.store.records import (
 TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
 if TYPE_CHECKING:
     import sqlite3
-    from typing import Any
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 else:  # the C module sqlite3 re-exports: its dbapi2 wrapper imports datetime (1 ms, issue 18)
     import _sqlite3 as sqlite3
 
@@ -60,6 +63,22 @@ def _load(text: str | None) -> Any:
     except (StopIteration, TypeError):
         return json.loads(text)
     return value if end == len(text) else json.loads(text)
+
+
+_EVENT_COLUMNS = "task, at, kind, payload, prev_hash, hash, seq"
+
+
+def _event_rows(rows: Iterable[tuple[Any, ...]]) -> list[EventRow]:
+    """EventRows of (_EVENT_COLUMNS) rows; a payload that does not parse is kept as text."""
+    result = []
+    # Positional, not by name: 7 lookups by name per event were most of reading 2,000.
+    for task, at, kind, text, prev_hash, digest, event_seq in rows:
+        try:
+            payload = _load(text)
+        except ValueError:
+            payload = {"_unparseable": text}
+        result.append(EventRow(task, at, kind, payload, prev_hash, digest, event_seq))
+    return result
 
 
 class SqliteTx(Tx):
@@ -372,20 +391,60 @@ class SqliteTx(Tx):
         return self.events_after(name, -1)
 
     def events_after(self, name: str, seq: int) -> list[EventRow]:
-        rows = self._c.execute(
-            "SELECT task, at, kind, payload, prev_hash, hash, seq FROM events "
-            "WHERE task = ? AND seq > ? ORDER BY seq",
-            (name, seq),
+        return _event_rows(
+            self._c.execute(
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = ? AND seq > ? ORDER BY seq",
+                (name, seq),
+            )
         )
-        result = []
-        # Positional, not by name: 7 lookups by name per event were most of reading 2,000.
-        for task, at, kind, text, prev_hash, digest, event_seq in rows:
-            try:
-                payload = _load(text)
-            except ValueError:
-                payload = {"_unparseable": text}
-            result.append(EventRow(task, at, kind, payload, prev_hash, digest, event_seq))
-        return result
+
+    def event_head(self, name: str) -> tuple[int, EventRow | None]:
+        rows = _event_rows(
+            self._c.execute(
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = ? ORDER BY seq DESC LIMIT 1",
+                (name,),
+            )
+        )
+        if not rows:
+            return 0, None
+        (count,) = self._c.execute(
+            "SELECT COUNT(*) FROM events WHERE task = ? AND seq <= ?", (name, rows[0].seq)
+        ).fetchone()
+        return int(count), rows[0]
+
+    def events_before(self, name: str, seq: int, limit: int) -> list[EventRow]:
+        rows = _event_rows(
+            self._c.execute(
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = ? AND seq < ? "
+                "ORDER BY seq DESC LIMIT ?",
+                (name, seq, limit),
+            )
+        )
+        rows.reverse()
+        return rows
+
+    def events_of_kinds(self, name: str, kinds: Sequence[str], upto: int) -> list[EventRow]:
+        marks = ", ".join("?" for _ in kinds)
+        return _event_rows(
+            self._c.execute(
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = ? AND seq <= ? "
+                f"AND kind IN ({marks}) ORDER BY seq",
+                (name, upto, *kinds),
+            )
+        )
+
+    def count_events_of(self, name: str, kind: str, upto: int) -> int:
+        (count,) = self._c.execute(
+            "SELECT COUNT(*) FROM events WHERE task = ? AND seq <= ? AND kind = ?",
+            (name, upto, kind),
+        ).fetchone()
+        return int(count)
+
+    def detached(self, query: Callable[[Tx], T]) -> T:
+        try:
+            return query(self)
+        except sqlite3.DatabaseError as exc:
+            raise StoreCorrupt(f"reading a task's events after its step failed: {exc}") from exc
 
     def append_event(self, name: str, kind: str, payload: JSON, at: str) -> EventRow:
         if kind in snapshot.EVENT_KINDS:
