@@ -12,6 +12,7 @@ a line per rendering (engine/store_record.py).
 from __future__ import annotations
 
 import json
+import os
 from json.encoder import encode_basestring as _escape
 from pathlib import Path
 
@@ -279,34 +280,47 @@ def _write_trail(task_dir: Path, snap: TaskSnapshot) -> None:
     reused = _reusable(path, key_path, snap)
     since, old = reused if reused is not None else (0, b"")
     trail = audit_trail_json(snap, since)
-    atomic_write(path, trail_text(trail, old), durable=False)
+    atomic_write(path, trail_pieces(trail, old), durable=False)
     try:
         atomic_write(key_path, snapshot_file_key(path.stat()), durable=False)
     except OSError:
         key_path.unlink(missing_ok=True)
 
 
-def trail_text(trail: dict[str, Any], old: bytes = b"") -> bytes:
+def trail_text(trail: dict[str, Any], old: bytes | memoryview = b"") -> bytes:
     """(pretty_json(trail) + "\n") in UTF-8, `old` being the text of the tool_usage entries
     rendered before the ones `trail` holds (each "\n    {...}", joined by commas)."""
+    return b"".join(trail_pieces(trail, old))
+
+
+def trail_pieces(trail: dict[str, Any], old: bytes | memoryview = b"") -> list[bytes | memoryview]:
+    """trail_text in pieces, `old` not copied (issue 18: at 2,000 events it is most of the
+    file, and every copy of it cost more than writing it)."""
     entries = trail.pop("tool_usage")
     head = pretty_json({**trail, "tool_usage": []})
     trail["tool_usage"] = entries
     assert head.endswith('"tool_usage": []\n}')  # the last key: see _TOOL_USAGE
     new = ",".join(["\n    " + pretty_json(entry, "\n    ") for entry in entries]).encode()
-    body = old + (b"," if old and new else b"") + new
-    tail = b"[" + body + b"\n  ]" if body else b"[]"
-    return head[:-4].encode() + tail + b"\n}\n"
+    if not old and not new:
+        return [head[:-4].encode() + b"[]\n}\n"]
+    return [head[:-4].encode() + b"[", old, b"," if old and new else b"", new, b"\n  ]\n}\n"]
 
 
-def _reusable(path: Path, key_path: Path, snap: TaskSnapshot) -> tuple[int, bytes] | None:
+_EMPTY = b"[]\n}\n"
+_FIRST, _LAST = b"[" + _ENTRY, b"\n  ]\n}\n"
+
+
+def _reusable(
+    path: Path, key_path: Path, snap: TaskSnapshot
+) -> tuple[int, bytes | memoryview] | None:
     """(events it covers, its tool_usage entries' text) of the audit-trail.json written
     before, when it is provably the rendering of the store's first events; else None."""
     try:
         key = key_path.read_text(encoding="ascii")
-        if key != snapshot_file_key(path.stat()):
-            return None
-        text = path.read_bytes()
+        with open(path, "rb") as handle:  # the key of the file read, not of a path
+            if key != snapshot_file_key(os.fstat(handle.fileno())):
+                return None
+            text = handle.read()
     except (OSError, UnicodeDecodeError):
         return None
     at = text.rfind(_TOOL_USAGE)
@@ -315,17 +329,17 @@ def _reusable(path: Path, key_path: Path, snap: TaskSnapshot) -> tuple[int, byte
         return None
     if head != snap.events[count - 1].hash:
         return None
-    section = text[at + len(_TOOL_USAGE) :]
-    if section == b"[]\n}\n":
-        old = b""
-    elif section.startswith(b"[" + _ENTRY) and section.endswith(b"\n  ]\n}\n"):
-        old = section[1:-7]
+    start = at + len(_TOOL_USAGE)  # the section: text[start:], "[...]\n}\n"
+    if len(text) - start == len(_EMPTY) and text.endswith(_EMPTY):
+        low = high = start
+    elif text.startswith(_FIRST, start) and text.endswith(_LAST):
+        low, high = start + 1, len(text) - len(_LAST)
     else:
         return None
     used = count_of(snap.events, "tool_usage", count)
-    if old.count(_ENTRY) != used:
+    if (text.count(_ENTRY, low, high) if high > low else 0) != used:
         return None
-    return count, old
+    return count, memoryview(text)[low:high]
 
 
 def _top_int(text: bytes, key: str) -> int | None:

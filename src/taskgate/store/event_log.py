@@ -9,9 +9,9 @@ was touched:
 - the number of events and the last one, read when the snapshot is taken;
 - the events from some position to the end (`log[k:]`, `log[i]`), read back from the end
   as far as asked;
-- the events of some kinds (`of_kinds`): the protocol's own records (transitions,
-  invocations, commits, validations, approvals, interruptions), one query for all of them;
-- how many events of a kind come before a position (`count_of`).
+- the events of some kinds (`of_kinds`), and how many events of a kind come before a position
+  (`count_of`): from every event but the hooks' tool_usage records (the protocol's own:
+  transitions, invocations, commits, validations, approvals, interruptions, ...), read once.
 
 Every read is bounded by the last event the snapshot saw (`seq <=` it), so a log answers the
 same after its transaction ended (the views are rendered after the commit): the events are
@@ -39,18 +39,16 @@ if TYPE_CHECKING:
 
     from taskgate.store.base import Tx
 
-# The kinds a step reads by kind (engine/invocations.py, engine/facts.py, engine/views.py):
-# read together by the first `of_kinds` that asks for some of them.
-PROTOCOL_KINDS = frozenset(
-    {"transition", "agent_invoked", "agent_completed", "commit", "validation", "approval",
-     "interruption"}
-)  # fmt: skip
+# The hooks' record of every tool call: most of a long task's events, and the one kind a step
+# reads only from some position on. The others are read together, once, by the first question
+# about kinds (`of_kinds`, `count_of`).
+BULK_KIND = "tool_usage"
 
 
 class EventLog(Sequence[EventRow]):
     """The events of one task, in order; complete, or read from `source` on demand."""
 
-    __slots__ = ("_kinds", "_length", "_picked", "_source", "_tail", "task")
+    __slots__ = ("_length", "_rest", "_source", "_tail", "task")
 
     def __init__(
         self,
@@ -65,9 +63,8 @@ class EventLog(Sequence[EventRow]):
         self._tail = tail  # the events from position _length - len(tail) to the end
         self._length = len(tail) if length is None else length
         self._source = source if self._length > len(tail) else None
-        # The events of the kinds in _kinds, over the whole log (of_kinds).
-        self._kinds: frozenset[str] = frozenset()
-        self._picked: list[EventRow] = []
+        # Every event whose kind is not BULK_KIND, once read (of_kinds, count_of).
+        self._rest: list[EventRow] | None = None
         if self._length and not tail:
             raise ValueError("a lazy event log holds at least its last event")
 
@@ -155,19 +152,24 @@ class EventLog(Sequence[EventRow]):
         assert source is not None
         return source.detached(query) if source.closed else query(source)
 
+    def _others(self) -> list[EventRow]:
+        """Every event whose kind is not BULK_KIND, in order (read once)."""
+        if self._rest is None:
+            bound = self._tail[-1].seq
+            self._rest = self._read(lambda tx: tx.events_of_kinds(self.task, (BULK_KIND,),
+                                                                  bound, but=True))  # fmt: skip
+        return self._rest
+
     def of_kinds(self, kinds: Iterable[str]) -> tuple[EventRow, ...]:
         """The events whose kind is one of `kinds`, in order."""
         wanted = frozenset(kinds)
         if self._source is None:
             return tuple(e for e in self._tail if e.kind in wanted)
-        if not wanted <= self._kinds:
-            read = wanted | self._kinds | PROTOCOL_KINDS
+        if BULK_KIND in wanted:
             bound = self._tail[-1].seq
-            rows = self._read(lambda tx: tx.events_of_kinds(self.task, sorted(read), bound))
-            self._kinds, self._picked = read, rows
-        if wanted == self._kinds:
-            return tuple(self._picked)
-        return tuple(e for e in self._picked if e.kind in wanted)
+            return tuple(self._read(lambda tx: tx.events_of_kinds(self.task, sorted(wanted),
+                                                                  bound)))  # fmt: skip
+        return tuple(e for e in self._others() if e.kind in wanted)
 
     def count_of(self, kind: str, stop: int) -> int:
         """How many of the events before position `stop` are of `kind`."""
@@ -178,9 +180,9 @@ class EventLog(Sequence[EventRow]):
         have = self._length - len(self._tail)
         if self._source is None or have == 0:
             return sum(1 for e in self._tail[: stop - have] if e.kind == kind)
-        if kind in self._kinds:
-            return sum(1 for e in self._picked if e.kind == kind and e.seq <= bound)
-        return int(self._read(lambda tx: tx.count_events_of(self.task, kind, bound)))
+        if kind == BULK_KIND:  # the events before `stop` that are not the others
+            return stop - sum(1 for e in self._others() if e.seq <= bound)
+        return sum(1 for e in self._others() if e.kind == kind and e.seq <= bound)
 
     def select(self, kinds: Iterable[str], start: int) -> list[tuple[bool, EventRow]]:
         """(whether at position `start` or after, event) of the events whose kind is one of
@@ -204,8 +206,8 @@ class EventLog(Sequence[EventRow]):
         log._tail = [*self._tail, *rows]
         log._length = self._length + len(rows)
         log._source = self._source
-        log._kinds = self._kinds
-        log._picked = [*self._picked, *(e for e in rows if e.kind in self._kinds)]
+        if self._rest is not None:
+            log._rest = [*self._rest, *(e for e in rows if e.kind != BULK_KIND)]
         return log
 
 

@@ -378,19 +378,14 @@ class PgTx(Tx):
         rows.reverse()
         return rows
 
-    def events_of_kinds(self, name: str, kinds: Sequence[str], upto: int) -> list[EventRow]:
+    def events_of_kinds(
+        self, name: str, kinds: Sequence[str], upto: int, *, but: bool = False
+    ) -> list[EventRow]:
         return self._event_rows(
             f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = %s AND seq <= %s "
-            "AND kind = ANY(%s) ORDER BY seq",
+            f"AND {'NOT ' if but else ''}(kind = ANY(%s)) ORDER BY seq",
             (name, upto, list(kinds)),
         )
-
-    def count_events_of(self, name: str, kind: str, upto: int) -> int:
-        row = self._q(
-            "SELECT COUNT(*) AS n FROM events WHERE task = %s AND seq <= %s AND kind = %s",
-            (name, upto, kind),
-        ).fetchone()
-        return int(row["n"]) if row else 0
 
     def detached(self, query: Callable[[Tx], T]) -> T:
         try:

@@ -423,22 +423,17 @@ class SqliteTx(Tx):
         rows.reverse()
         return rows
 
-    def events_of_kinds(self, name: str, kinds: Sequence[str], upto: int) -> list[EventRow]:
+    def events_of_kinds(
+        self, name: str, kinds: Sequence[str], upto: int, *, but: bool = False
+    ) -> list[EventRow]:
         marks = ", ".join("?" for _ in kinds)
         return _event_rows(
             self._c.execute(
                 f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = ? AND seq <= ? "
-                f"AND kind IN ({marks}) ORDER BY seq",
+                f"AND kind {'NOT IN' if but else 'IN'} ({marks}) ORDER BY seq",
                 (name, upto, *kinds),
             )
         )
-
-    def count_events_of(self, name: str, kind: str, upto: int) -> int:
-        (count,) = self._c.execute(
-            "SELECT COUNT(*) FROM events WHERE task = ? AND seq <= ? AND kind = ?",
-            (name, upto, kind),
-        ).fetchone()
-        return int(count)
 
     def detached(self, query: Callable[[Tx], T]) -> T:
         try:
