@@ -18,6 +18,7 @@ import pytest
 
 from conftest import Repo
 from store_kinds import query
+from taskgate import gitplumb
 from taskgate.cli.main import main
 from taskgate.engine import agentops, anchor, views
 from taskgate.engine.core import Engine
@@ -184,8 +185,22 @@ def test_agents_and_anchors_find_the_views_current(
                 stale.append(f"the anchor of {task} is ahead of its views")
         return git(args, *rest, **kwargs)
 
+    plumb = gitplumb.commit
+
+    def checked_plumb(repo: str, common: str, ref: str, *rest: Any) -> Any:
+        # the anchor written without git (issue 18): checked the same way, counted once
+        task = ref.removeprefix(anchor.REF_PREFIX)
+        current = views_current(task)
+        made = plumb(repo, common, ref, *rest)
+        if made is not None:
+            seen.append(f"anchor {task}")
+            if not current:
+                stale.append(f"the anchor of {task} is ahead of its views")
+        return made
+
     monkeypatch.setattr(pool, "invoke", checked_invoke)
     monkeypatch.setattr(anchor, "_git", checked_git)
+    monkeypatch.setattr(gitplumb, "commit", checked_plumb)
     assert main(["demo", "--dir", str(target), "--yes"]) == 0, capsys.readouterr()
     assert stale == []
     assert sum(s.startswith("agent ") for s in seen) >= 10

@@ -33,12 +33,14 @@ _EMPTY_TREE = {
 }
 _FORMAT_OF = {40: "sha1", 64: "sha256"}  # an object id's length names its format
 _HEX = frozenset("0123456789abcdef")
+_NAME, _EMAIL = "taskgate", "taskgate@localhost"
 _IDENTITY = {
-    "GIT_AUTHOR_NAME": "taskgate",
-    "GIT_AUTHOR_EMAIL": "taskgate@localhost",
-    "GIT_COMMITTER_NAME": "taskgate",
-    "GIT_COMMITTER_EMAIL": "taskgate@localhost",
+    "GIT_AUTHOR_NAME": _NAME,
+    "GIT_AUTHOR_EMAIL": _EMAIL,
+    "GIT_COMMITTER_NAME": _NAME,
+    "GIT_COMMITTER_EMAIL": _EMAIL,
 }
+_PLUMB = True  # taskgate.gitplumb first (tests compare both paths by turning it off)
 
 
 def ref(task: str) -> str:
@@ -62,17 +64,31 @@ def write(repo: str | Path, common_dir: str | Path, task: str, seq: int, digest:
     anchor ref, moved by compare-and-swap from the parent it names. False when git refused
     (the step is committed all the same; audit reports the stale or missing anchor).
 
-    Two git processes in the usual case (issue 18): the ref's current value is read from its
-    loose file when it has one (what `git rev-parse` would print: a loose ref wins over
-    packed-refs), and `rev-parse` runs only for the first anchor, a packed ref or a reftable
-    repository. `commit-tree -p` refuses a parent that is no commit, `update-ref` one that
-    moved since it was read: the same outcome as reading it with `rev-parse ...^{commit}`."""
+    No git process in the usual case (issue 18, fourth pass): when the ref's loose file names
+    a loose commit in a repository taskgate.gitplumb writes exactly as git does, the commit
+    object, the ref and its reflog line are written in this process; the same bytes
+    `commit-tree` and `update-ref` write, with the identity and the date both paths give git
+    in its environment. Otherwise git: the ref's current value read from its loose file when
+    it has one (what `git rev-parse` would print: a loose ref wins over packed-refs), and
+    `rev-parse` only for the first anchor, a packed ref or a reftable repository.
+    `commit-tree -p` refuses a parent that is no commit, `update-ref` one that moved since it
+    was read: the same outcome as reading it with `rev-parse ...^{commit}`."""
     text = f"{_MAGIC}\n\ntask {task}\nseq {seq}\nhash {digest}\nat {at}\n"
     name = ref(task)
     repo = str(repo)
+    message = f"taskgate: audit anchor #{seq}"
+    when = _now()
     parent = _loose_ref(str(common_dir), name)
     if parent:
         tree = _EMPTY_TREE[_FORMAT_OF[len(parent)]]
+        if _PLUMB:
+            from taskgate import gitplumb
+
+            ident = f"{_NAME} <{_EMAIL}>"
+            made = gitplumb.commit(repo, str(common_dir), name, parent, tree, text, ident,
+                                   when, message)  # fmt: skip
+            if made is not None:
+                return True
     else:
         code, out = _git(["rev-parse", "--show-object-format", "-q", "--verify",
                           f"{name}^{{commit}}"], repo)  # fmt: skip
@@ -84,17 +100,31 @@ def write(repo: str | Path, common_dir: str | Path, task: str, seq: int, digest:
             if code:
                 return False
             tree = out.strip()
+    # The identity and the date of the commit and of the reflog line (when git writes one),
+    # given explicitly so that git and gitplumb write the same bytes.
+    env = {**_IDENTITY, "GIT_AUTHOR_DATE": f"@{when}", "GIT_COMMITTER_DATE": f"@{when}"}
     cmd = ["commit-tree", tree, "-m", text, *(["-p", parent] if parent else [])]
-    code, out = _git(cmd, repo, _IDENTITY)
+    code, out = _git(cmd, repo, env)
     if code:
         return False
-    message = f"taskgate: audit anchor #{seq}"
     # Compare-and-swap; --no-deref (last: the arguments keep their places for readers of
     # this command line, tests/test_views_deferred.py): an anchor ref made symbolic behind
     # taskgate's back (to main, say) is replaced, never followed to the branch it names.
     update = ["update-ref", "-m", message, name, out.strip(), parent, "--no-deref"]
-    code, _ = _git(update, repo)
+    code, _ = _git(update, repo, env)
     return code == 0
+
+
+def _now() -> str:
+    """Now as git writes a date in a commit and a reflog: "<seconds> <+hhmm>", the offset of
+    the local time zone (git's local_tzoffset)."""
+    import time
+
+    seconds = int(time.time())
+    minutes = time.localtime(seconds).tm_gmtoff // 60
+    sign = "-" if minutes < 0 else "+"
+    minutes = abs(minutes)
+    return f"{seconds} {sign}{minutes // 60:02d}{minutes % 60:02d}"
 
 
 def _loose_ref(common_dir: str, name: str) -> str:
