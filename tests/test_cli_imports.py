@@ -14,9 +14,13 @@ from conftest import SRC, Repo
 # comments only (engine/config.comments_only); typing: imported for mypy only; datetime and
 # sqlite3 (whose dbapi2 imports datetime): engine/clock and store/sqlite use the C modules
 # (_datetime, _sqlite3) those re-export; signal, shlex: imported where used.
+# Fourth pass: urllib.parse and ipaddress: pathlib is imported through cli/pathlib_import; the
+# effect check's modules: no baseline can exist without <state>/effects (engine/core.step).
 NOT_IMPORTED = (
     "dataclasses", "inspect", "ast", "dis", "tokenize", "argparse", "gettext", "locale",
     "tomllib", "typing", "datetime", "sqlite3", "signal", "shlex",
+    "urllib.parse", "ipaddress", "taskgate.hooks.quarantine", "taskgate.hooks.effects",
+    "taskgate.hooks.context", "taskgate.hooks.policy", "taskgate.hooks.ignored",
 )  # fmt: skip
 
 
@@ -65,3 +69,54 @@ def test_the_c_modules_are_the_ones_the_stdlib_wrappers_reexport() -> None:
                  "OperationalError"):  # fmt: skip
         assert getattr(store_sqlite.sqlite3, name) is getattr(sqlite3, name), name
     assert sqlite3.OperationalError.__module__ == "sqlite3"  # errors.classify reads it
+
+
+def test_the_effect_check_is_left_out_only_where_no_baseline_can_be() -> None:
+    """engine/core.step loads the effect check only when `<state>/effects` exists: every
+    baseline hooks/effects.py reads or writes is a file in that directory."""
+    from taskgate.engine.core import EFFECTS_DIR
+    from taskgate.hooks import effects
+
+    for session in ("s1", "0b5c-uuid", ".hidden", "a/b", "x" * 300, "ü"):
+        path = effects.baseline_path("/repo/.taskgate", session)
+        assert os.path.dirname(path) == os.path.join("/repo/.taskgate", EFFECTS_DIR), session
+
+
+def test_a_plain_command_runs_without_the_cyclic_collector_and_gives_it_back(repo: Repo) -> None:
+    """cli/main pauses the collector for a plain command (simple_args) and enables it again
+    when main() returns, done or refused; any other command runs with it; a caller's own
+    gc.disable() is left as it was."""
+    repo.ok("start", "add-login")
+    wt = repo.worktree("add-login")
+    repo.ok("classify", "add-login", cwd=wt)
+    code = (
+        "import gc\n"
+        "from taskgate.cli import commands\n"
+        "from taskgate.cli.main import main\n"
+        "inside = []\n"
+        "def spy(name):\n"
+        "    real = getattr(commands, name)\n"
+        "    def handler(args):\n"
+        "        inside.append(f'{name}:{gc.isenabled()}')\n"
+        "        return real(args)\n"
+        "    setattr(commands, name, handler)\n"
+        "spy('cmd_transition'); spy('cmd_status')\n"
+        "done = main(['transition', 'add-login', 'REQUIREMENTS'])\n"
+        "after_done = gc.isenabled()\n"
+        "refused = main(['transition', 'add-login', 'REQUIREMENTS'])\n"
+        "after_refused = gc.isenabled()\n"
+        "main(['status', 'add-login'])\n"
+        "main(['transition', '--json', 'add-login', 'CLASSIFIED', '--reason=r'])\n"
+        "gc.disable()\n"
+        "main(['transition', 'add-login', 'REQUIREMENTS'])\n"
+        "print(done, refused, after_done, after_refused, gc.isenabled(), *inside)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC), "TASKGATE_SESSION": "s1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=wt, env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.splitlines()[-1].split() == [
+        "0", "1", "True", "True", "False", "cmd_transition:False", "cmd_transition:False",
+        "cmd_status:True", "cmd_transition:False", "cmd_transition:False",
+    ], out.stderr  # fmt: skip
+    assert "REQUIREMENTS" in repo.ok("status", "add-login", cwd=wt).out

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
 
+# The directory of the effect check's baselines under the state directory (hooks/effects.py).
+EFFECTS_DIR = "effects"
+
 # Where the session id comes from without --session (DESIGN "Sessions"): taskgate's own variable,
 # else the one Claude Code exports to every Bash command and hook it runs (verified with
 # 2.1.332), else Codex's (CODEX_SESSION_ID, the session_id of its hook inputs, verified with
@@ -214,9 +217,13 @@ class Engine:
         """Run one protocol step on `task` in a single write transaction, then render views."""
         self.check_task_name(task)
         from taskgate.engine import invocations
-        from taskgate.hooks import quarantine  # issue 15: the effect check around each step
 
-        quarantine.before_step(self, task)
+        if self._effects_watched():  # issue 15: the effect check around each step
+            from taskgate.hooks import quarantine
+
+            quarantine.before_step(self, task)
+        else:  # as before_step marks it when no baseline is found (one comparison per task)
+            vars(self).setdefault("_effects_seen", set()).add(task)
         closed: list[str] = []
         try:
             with self.store.write() as tx:
@@ -255,8 +262,19 @@ class Engine:
         failpoints.hit("step:after-commit")
         if after is not None:
             self._views_of(after, force=True)
-        quarantine.after_step(self, task, (after.task.session_id or "") if after else None)
+        if self._effects_watched():  # looked at again: a hook may have taken one meanwhile
+            from taskgate.hooks import quarantine
+
+            quarantine.after_step(self, task, (after.task.session_id or "") if after else None)
         return result
+
+    def _effects_watched(self) -> bool:
+        """Whether any session of this workspace may have an effect-check baseline: they live
+        in `<state dir>/effects/` (hooks/effects.baseline_path). Without that directory no
+        baseline can be read, so quarantine.before_step/after_step would find nothing to
+        compare or re-take: they and the hook modules they import (about 130 KB of bytecode)
+        are not loaded (issue 18). One stat."""
+        return os.path.isdir(os.path.join(self.ws.state_dir, EFFECTS_DIR))
 
     def require_owner(self, row: TaskRow) -> None:
         """R-TRN-07 / R-LCK-09: only the session holding the lease (and fence) may write."""
