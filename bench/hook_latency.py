@@ -26,6 +26,7 @@ Run: python bench/hook_latency.py [rounds] [--pre-only] [--effects-only] [--http
 
 from __future__ import annotations
 
+import atexit
 import json
 import shlex
 import shutil
@@ -35,7 +36,17 @@ import sys
 import time
 from pathlib import Path
 
-from common import ROOT, env, scratch_repo, tg
+from common import ROOT, env, tg
+from common import scratch_repo as _scratch_repo
+
+
+def scratch_repo(todo: str) -> Path:
+    """common.scratch_repo, removed when the script ends: a `taskgate serve` that a
+    SessionStart row started there then ends by itself (server/tether.py)."""
+    repo = _scratch_repo(todo)
+    atexit.register(shutil.rmtree, repo.parent, True)
+    return repo
+
 
 TASKS = 50
 TODO = "".join(
@@ -515,6 +526,7 @@ def http_rows(rounds: int, more_tasks: int = 0) -> None:
         except subprocess.TimeoutExpired:  # a SIGTERM during start-up can go unanswered
             server.kill()
             server.wait(timeout=10)
+        shutil.rmtree(state, ignore_errors=True)
     base = statistics.median(rows["python3 -c pass"])
     tasks = TASKS + more_tasks
     print(f"HTTP hooks (issue 18): PreToolUse from a warm taskgate serve, {rounds} rounds,")

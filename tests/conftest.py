@@ -59,6 +59,17 @@ def _hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
     )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_server_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """At the end of the run, stop every `taskgate serve` started under its base temp (a
+    SessionStart hook, `hooks status` or a bench script started it; tests/servers_left.py),
+    even when a test forgot one: SIGTERM, then SIGKILL after a grace period."""
+    yield
+    from servers_left import stop_servers_under
+
+    stop_servers_under(tmp_path_factory.getbasetemp())
+
+
 def git(cwd: Path, *args: str) -> str:
     """Run git in a test repository and return stdout."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}

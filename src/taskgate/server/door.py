@@ -32,6 +32,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from taskgate.server.tether import lstat_identity, remove_if_same
+
 if TYPE_CHECKING:
     import argparse
 
@@ -205,6 +207,7 @@ class Door:
         self._stop = threading.Event()
         self._slots = threading.BoundedSemaphore(MAX_RUNNING)  # a flood waits, never forks
         self._sock = _bind(self.path)
+        self._bound = lstat_identity(self.path)  # close() removes this file, no other
         self._thread = threading.Thread(target=self._serve, name="agent-door", daemon=True)
         self._thread.start()
 
@@ -238,11 +241,12 @@ class Door:
             _try_send(conn, reply)
 
     def close(self) -> None:
-        """Stop accepting and remove the socket file."""
+        """Stop accepting and remove the socket file (if it is still ours: the repository
+        may be gone and another one's server listen at the same path, server/tether.py)."""
         self._stop.set()
         self._sock.close()
         self._thread.join(timeout=2)
-        self.path.unlink(missing_ok=True)
+        remove_if_same(self.path, self._bound)
 
 
 def _try_send(conn: socket.socket, reply: dict[str, Any]) -> None:

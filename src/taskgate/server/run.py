@@ -12,6 +12,7 @@ import fcntl
 import ipaddress
 import json
 import os
+import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -156,19 +157,54 @@ def login_url(base: str, token: str) -> str:
     return f"{base}/login?token={token}"
 
 
+class _Terminated(Exception):
+    """SIGTERM: uvicorn shuts down gracefully, then raises the signal again for the default
+    behaviour, which would end the process before `serve` removes server.json and the door's
+    socket; this handler turns it into an exception `serve` catches, like Ctrl-C."""
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise _Terminated
+
+
 def _uvicorn_server() -> type[Any]:
+    import time
+
     import uvicorn
 
-    class Stoppable(uvicorn.Server):
-        """Ends the live streams first, so a Ctrl-C shutdown is not held up by open pages."""
+    from taskgate.server.tether import INTERVAL_S, Tether
 
-        def __init__(self, config: uvicorn.Config, hub: Any) -> None:
+    class Stoppable(uvicorn.Server):
+        """Ends the live streams first, so a Ctrl-C shutdown is not held up by open pages;
+        stops by itself when its repository's `.taskgate` or store goes (server/tether.py)."""
+
+        def __init__(self, config: uvicorn.Config, hub: Any, tether: Tether | None) -> None:
             super().__init__(config)
             self._hub = hub
+            self._tether = tether
+            self._checked = time.monotonic()
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             self._hub.publish(None)
             super().handle_exit(sig, frame)
+
+        async def on_tick(self, counter: int) -> bool:
+            # uvicorn calls this every 0.1 s on the event loop; a few stat calls every
+            # INTERVAL_S, never on a request's path.
+            now = time.monotonic()
+            if self._tether is not None and now - self._checked >= INTERVAL_S:
+                self._checked = now
+                gone = self._tether.lost()
+                if gone and not self.should_exit:
+                    print(
+                        f"taskgate serve: {gone}: stopping (this server served that store); "
+                        "run 'taskgate serve' in the repository to serve it again",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    self._hub.publish(None)
+                    self.should_exit = True
+            return bool(await super().on_tick(counter))
 
     return Stoppable
 
@@ -188,18 +224,22 @@ def serve(
     from taskgate.server.app import build_app
     from taskgate.server.context import Server, ServerContext
     from taskgate.server.security import Gate, allowed_hosts
+    from taskgate.server.tether import for_workspace, lstat_identity, remove_if_same
     from taskgate.server.watch import Hub, Watcher, probe_for
 
     ws = find_workspace(options.repo)
     require_initialized(ws)
     directory = secret.server_dir(secret.state_root(options.state_dir), ws.common_dir)
     ctx = ServerContext(ws, directory)
+    tether = for_workspace(ws)  # the identities of `.taskgate` and the store, now
     with single_instance(directory):
         token = secret.load_or_create(directory / "secret", rotate=options.new_secret)
         sock = bind(options.host, options.port)
         listeners = [sock, *extra_sockets]
+        unix_bound = None
         if options.unix_socket is not None:
             listeners.append(bind_unix(options.unix_socket))
+            unix_bound = lstat_identity(options.unix_socket)
         port = sock.getsockname()[1]
         agent_door = door.Door(ws)  # issue 14: agents' commands, as agent requests
         tcp_door, tcp_warning = door_tcp.start(ws)  # the same, for Claude Code's Linux sandbox
@@ -236,12 +276,14 @@ def serve(
             timeout_graceful_shutdown=2,
             server_header=False,
         )
+        previous = signal.signal(signal.SIGTERM, _terminated)
         try:
             announce(base, token)
-            _Uvicorn(config, hub).run(sockets=listeners)
-        except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown
+            _Uvicorn(config, hub, tether).run(sockets=listeners)
+        except (KeyboardInterrupt, _Terminated):  # re-raised by uvicorn after its shutdown
             pass
         finally:
+            signal.signal(signal.SIGTERM, previous)
             info_path(directory).unlink(missing_ok=True)
             agent_door.close()
             if tcp_door is not None:
@@ -249,4 +291,4 @@ def serve(
             for listener in listeners:
                 listener.close()
             if options.unix_socket is not None:
-                options.unix_socket.unlink(missing_ok=True)
+                remove_if_same(options.unix_socket, unix_bound)
