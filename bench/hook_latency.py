@@ -349,13 +349,17 @@ def engine_hooks(rounds: int) -> None:
     if tree is not None:
         print(f"before: {tree / 'src' / 'taskgate' / 'hooks' / 'launch.py'}")
     _print_rows(rows, 60 if tree is not None else 52)
-    prompt_floor(rounds, repo)
+    held = cases["UserPromptSubmit, holding a task (engine: recorded)"][1]
+    body = json.dumps({**held, "hook_event_name": "UserPromptSubmit"})
+    prompt_floor(rounds, repo, launcher, body)
 
 
 # What a prompt that is recorded and anchored cannot do without (issue 18, docs/benchmarks.md):
 # a bare `python3 -S`, the classifier's regex engine (`re`), `_sqlite3`, one durable commit
-# (synchronous=FULL, one event) and the anchor's git processes; run by path and ended with
-# os._exit like the hook. DB, REPO and GIT_CMDS are set per row.
+# (synchronous=FULL, one event) and the anchor: as git processes, or (fourth pass) written in
+# the process as taskgate.gitplumb writes it (zlib, the builtin SHA-1, a loose object linked
+# into place, a ref moved by lock file and rename); run by path and ended with os._exit like
+# the hook. DB, REPO, GIT_CMDS and ANCHOR are set per row.
 _FLOOR = """
 import os, sys
 import re, _sqlite3
@@ -369,13 +373,58 @@ c.execute("COMMIT")
 for args in GIT_CMDS:
     pid = os.posix_spawnp("git", ["git", "-C", REPO, *args], dict(os.environ))
     os.waitpid(pid, 0)
+if ANCHOR:
+    import zlib, _sha1, time
+    git_dir = os.path.join(REPO, ".git")
+    ref = os.path.join(git_dir, "refs", "taskgate", "floor")
+    parent = open(ref).read().strip()
+    body = ("tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\\nparent %s\\n"
+            "author f <f> %d +0000\\ncommitter f <f> %d +0000\\n\\nfloor %s\\n"
+            % (parent, time.time(), time.time(), time.perf_counter())).encode()
+    raw = b"commit %d\\0" % len(body) + body
+    oid = _sha1.sha1(raw).hexdigest()
+    folder = os.path.join(git_dir, "objects", oid[:2])
+    os.makedirs(folder, exist_ok=True)
+    temp = os.path.join(folder, "tmp_obj_floor")
+    fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o444)
+    os.write(fd, zlib.compress(raw, 1))
+    os.close(fd)
+    os.link(temp, os.path.join(folder, oid[2:]))
+    os.unlink(temp)
+    fd = os.open(ref + ".lock", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+    os.write(fd, (oid + "\\n").encode())
+    os.close(fd)
+    os.rename(ref + ".lock", ref)
 sys.stdout.flush()
 os._exit(0)
 """
 
 
-def prompt_floor(rounds: int, repo: Path) -> None:
-    """The floor of a prompt recorded and anchored, as ratios to `python3 -c pass`."""
+def _hook_modules(launcher: str, repo: Path, body: str) -> list[str]:
+    """The modules the prompt hook imports beyond `python3 -S` itself, in import order (from
+    `-X importtime` of one run of it): taskgate's and the C modules."""
+    bare = subprocess.run([sys.executable, "-S", "-X", "importtime", "-c", "pass"], env=env(),
+                          capture_output=True, text=True, check=True).stderr  # fmt: skip
+    out = subprocess.run([sys.executable, "-S", "-X", "importtime", launcher, "UserPromptSubmit"],
+                         cwd=repo, env=env(), input=body, capture_output=True, text=True,
+                         check=True).stderr  # fmt: skip
+
+    def names(text: str) -> list[str]:
+        rows = [line.rsplit("|", 1)[-1] for line in text.splitlines() if "import time:" in line]
+        return [r.strip() for r in rows if r.strip() and r.strip() != "imported package"]
+
+    started = set(names(bare))
+    # taskgate's own modules pull in the standard library modules they import; the C modules
+    # imported inside functions (_sqlite3, zlib, _sha1...) are listed by name.
+    return [name for name in names(out) if name not in started and (
+        name.startswith("taskgate") or name == "zlib" or (name[0] == "_" and "." not in name)
+    )]  # fmt: skip
+
+
+def prompt_floor(rounds: int, repo: Path, launcher: str = "", body: str = "") -> None:
+    """The floor of a prompt recorded and anchored, as ratios to `python3 -c pass`; with the
+    hook's `launcher` and a prompt `body`, also the hook's own modules imported and nothing
+    run (what its imports cost beside its work)."""
     import sqlite3
     import tempfile
 
@@ -389,19 +438,31 @@ def prompt_floor(rounds: int, repo: Path) -> None:
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
                           text=True, check=True).stdout.strip()  # fmt: skip
     update = ["update-ref", "refs/taskgate/floor", head]
+    subprocess.run(["git", "-C", str(repo), *update], check=True)
     commit = ["commit-tree", "4b825dc642cb6eb9a060e54bf8d69288fbee4904", "-m", "floor"]
     cases = {
         "python3 -c pass": [sys.executable, "-c", "pass"],
         "python3 -S -c pass": [sys.executable, "-S", "-c", "pass"],
         "python3 -S -c 'import re, _sqlite3'": [sys.executable, "-S", "-c", "import re, _sqlite3"],
     }
-    for label, cmds in (("no git", []), ("1 git process", [update]),
-                        ("2 git processes", [commit, update])):  # fmt: skip
-        path = scratch / f"floor-{len(cmds)}.py"
-        path.write_text(f"DB = {str(db)!r}\nREPO = {str(repo)!r}\nGIT_CMDS = {cmds!r}\n" + _FLOOR)
+    rows_of = (("no git", [], False), ("the anchor in-process", [], True),
+               ("1 git process", [update], False),
+               ("2 git processes", [commit, update], False))  # fmt: skip
+    for label, cmds, in_process in rows_of:
+        path = scratch / f"floor-{len(cmds)}-{in_process}.py"
+        path.write_text(f"DB = {str(db)!r}\nREPO = {str(repo)!r}\nGIT_CMDS = {cmds!r}\n"
+                        f"ANCHOR = {in_process!r}\n" + _FLOOR)  # fmt: skip
         cases[f"floor: python3 -S, re, _sqlite3, a commit, {label}"] = [
             sys.executable, "-S", str(path),
         ]  # fmt: skip
+    if launcher:
+        modules = _hook_modules(launcher, repo, body)
+        src = str(Path(launcher).parents[2])
+        code = f"import sys; sys.path[0] = {src!r}\n" + "".join(
+            f"import {name}\n" for name in modules
+        )
+        label = f"the prompt hook's {len(modules)} modules, imported only"
+        cases[label] = [sys.executable, "-S", "-c", code]
     rows: dict[str, list[float]] = {name: [] for name in cases}
     CPU.clear()
     for _ in range(rounds):

@@ -100,14 +100,15 @@ def _setup(repo: str, common_dir: str, ref: str, parent: str,
         return None
     if not _safe_ref(ref):
         return None
-    gitdir = _gitdir(repo)
-    if gitdir is None:
+    found = _gitdir(repo)
+    if found is None:
         return None
-    common = os.path.realpath(common_dir)
-    if gitdir[1] != common:
+    gitdir, common = found
+    if not _same(common, common_dir):
         return None
+    common = common_dir
     uid = os.geteuid()
-    for path in (repo, os.path.join(repo, ".git"), gitdir[0]):
+    for path in (repo, os.path.join(repo, ".git"), gitdir):
         if os.stat(path).st_uid != uid:
             return None  # git's safe.directory check decides: the git path
     config = _config(common)
@@ -134,7 +135,7 @@ def _setup(repo: str, common_dir: str, ref: str, parent: str,
     if _has_replace_refs(common):
         return None
     try:
-        with open(os.path.join(gitdir[0], "HEAD"), "rb") as handle:
+        with open(os.path.join(gitdir, "HEAD"), "rb") as handle:
             head = handle.read(4096)
     except OSError:
         return None
@@ -145,17 +146,17 @@ def _setup(repo: str, common_dir: str, ref: str, parent: str,
 
 
 def _gitdir(repo: str) -> tuple[str, str] | None:
-    """(git dir, common dir) that `git -C repo` uses, both real paths; None when `repo` has no
-    `.git` of its own (a bare repository, a subdirectory: git would search, the git path)."""
+    """(git dir, common dir) that `git -C repo` uses; None when `repo` has no `.git` of its
+    own (a bare repository, a subdirectory: git would search, the git path)."""
     dot_git = os.path.join(repo, ".git")
     if os.path.isdir(dot_git):
-        gitdir = os.path.realpath(dot_git)
+        gitdir = dot_git
     elif os.path.isfile(dot_git):
         with open(dot_git, encoding="utf-8") as handle:
             text = handle.read()
         if not text.startswith("gitdir:") or text.count("\n") > 1:
             return None
-        gitdir = os.path.realpath(os.path.join(repo, text[7:].strip()))
+        gitdir = os.path.join(repo, text[7:].strip())
     else:
         return None
     try:
@@ -165,7 +166,14 @@ def _gitdir(repo: str) -> tuple[str, str] | None:
         return gitdir, gitdir
     if named.count("\n") > 1 or not named.strip():
         return None
-    return gitdir, os.path.realpath(os.path.join(gitdir, named.strip()))
+    return gitdir, os.path.join(gitdir, named.strip())
+
+
+def _same(one: str, other: str) -> bool:
+    """The two paths name the same file (no realpath: its lstat of every component costs the
+    prompt hook more than the rest of this module's checks)."""
+    a, b = os.stat(one), os.stat(other)
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _safe_ref(ref: str) -> bool:
@@ -190,7 +198,7 @@ def _config(common: str) -> dict[str, str] | None:
     """The configuration git reads for this repository (system, global, repository; the last
     value of each key), None when some of it is not read here as git reads it."""
     found = _first_git()
-    if found is None or os.path.realpath(found) != _SYSTEM_GIT:
+    if found is None or not _same(found, _SYSTEM_GIT):
         return None
     home = os.environ.get("HOME")
     xdg = os.environ.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else "")
