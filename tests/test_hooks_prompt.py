@@ -253,7 +253,7 @@ def test_the_hook_process_records_a_question_without_the_engine(
     repo = copy_repo(states["IMPLEMENTATION"], tmp_path / "repo")
     heavy = {"json", "sqlite3", "argparse", "typing", "dataclasses", "subprocess", "hashlib",
              "contextlib", "taskgate.engine.core", "taskgate.store.records", "datetime",
-             "pathlib"}  # fmt: skip
+             "pathlib", "taskgate.protocol.states_extra", "taskgate.engine.workspace"}  # fmt: skip
     data = {"session_id": "s1", "transcript_path": "", "cwd": str(repo.path),
             "hook_event_name": "UserPromptSubmit",
             "prompt": "What architecture is this?"}  # fmt: skip

@@ -38,52 +38,29 @@ class Checkpoint(StrEnum):
     CHANGES = "CHANGES"
 
 
-class RiskLevel(StrEnum):
-    """Task risk (RULES §0 RISK_LEVELS)."""
+# RiskLevel, ChangeType, AgentStatus and Decision live in states_extra.py and are loaded on
+# first use (__getattr__ below): each StrEnum costs about 0.2 ms to create, and the prompt hook,
+# which runs on every prompt of a session holding a task, needs only State and Checkpoint
+# (issue 18). `from taskgate.protocol.states import RiskLevel` works as before.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from taskgate.protocol.states_extra import AgentStatus as AgentStatus
+    from taskgate.protocol.states_extra import ChangeType as ChangeType
+    from taskgate.protocol.states_extra import Decision as Decision
+    from taskgate.protocol.states_extra import RiskLevel as RiskLevel
 
-    HIGH = "HIGH"
-    MEDIUM = "MEDIUM"
-    LOW = "LOW"
-
-    @property
-    def rank(self) -> int:
-        """Ordering for max(): HIGH > MEDIUM > LOW (R-RSK-08)."""
-        return {"LOW": 0, "MEDIUM": 1, "HIGH": 2}[self.value]
-
-    @classmethod
-    def parse(cls, text: str) -> RiskLevel:
-        """Parse a risk level (case-insensitive); raise ValueError naming the valid levels."""
-        try:
-            return cls(text.strip().upper())
-        except ValueError:
-            raise ValueError(
-                f"invalid risk level {text!r} (R-RSK-11); use HIGH, MEDIUM or LOW"
-            ) from None
+_EXTRA = frozenset({"RiskLevel", "ChangeType", "AgentStatus", "Decision"})
 
 
-class ChangeType(StrEnum):
-    """Change types that select a workflow variant (RULES §2, D-WFV-1)."""
+def __getattr__(name: str) -> object:
+    """The enums of states_extra.py, imported on first use (PEP 562)."""
+    if name in _EXTRA:
+        from taskgate.protocol import states_extra
 
-    DOCUMENTATION_ONLY = "documentation_only"
-    CONFIG_ONLY = "config_only"
-    CODE = "code"
-
-
-class AgentStatus(StrEnum):
-    """Agent status values (RULES §0 AGENT_STATUS_VALUES, plus BLOCKED from DESIGN.md)."""
-
-    WORKING = "WORKING"
-    IN_PROGRESS = "IN_PROGRESS"
-    COMPLETE = "COMPLETE"
-    ERROR = "ERROR"
-    BLOCKED = "BLOCKED"
-
-
-class Decision(StrEnum):
-    """Review decisions (RULES §0 REVIEW_DECISIONS)."""
-
-    APPROVED = "APPROVED"
-    REJECTED = "REJECTED"
+        value = getattr(states_extra, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 MAX_AGENT_RETRIES = 3  # C-01
