@@ -295,6 +295,14 @@ def versus(rounds: int, other: Path) -> int:
             "console script": [sys.executable, str(script)]}  # fmt: skip
     base: list[tuple[float, float]] = []
     floor: list[tuple[float, float]] = []  # the standard modules any engine path imports
+    # What is left (fourth pass): this tree's own transition's modules, imported as its CLI
+    # imports them, without running anything: the standard ones, then taskgate's as well.
+    std_mods, our_mods = _transition_modules(trees["this tree"], wts["this tree"])
+    imports_only = {
+        f"+ the standard modules it imports ({len(std_mods)})": _import_code(std_mods),
+        f"+ taskgate's modules ({len(our_mods)}), nothing run": _import_code(std_mods + our_mods),
+    }
+    left: dict[str, list[tuple[float, float]]] = {label: [] for label in imports_only}
     times: dict[tuple[str, str], list[tuple[float, float]]] = {
         (name, way): [] for name in trees for way in ways
     }
@@ -303,6 +311,9 @@ def versus(rounds: int, other: Path) -> int:
         for name, src in trees.items():
             base.append(_cpu_timed([sys.executable, "-c", "pass"], wts[name]))
             floor.append(_cpu_timed([sys.executable, "-c", FLOOR], wts[name]))
+            if name == "this tree":
+                for label, code in imports_only.items():
+                    left[label].append(_cpu_timed([sys.executable, "-c", code], ROOT, src))
             for way, prefix in ways.items():
                 cli = [*prefix, "transition", "task-0"]
                 times[name, way].append(_cpu_timed([*cli, "REQUIREMENTS"], wts[name], src))
@@ -324,9 +335,52 @@ def versus(rounds: int, other: Path) -> int:
         cpu = median_ms([c for _, c in samples])
         print(f"{name:34} {wall:8.1f}  {wall / base_wall:7.2f}  "
               f"{cpu:8.1f}  {cpu / base_cpu:7.2f}")  # fmt: skip
+    print("what is left in this tree's transition, medians of the same run:")
+    rows = [("python3 -c pass", base), *left.items(),
+            ("the transition (-m taskgate)", times["this tree", "-m taskgate"])]  # fmt: skip
+    for label, samples in rows:
+        wall = median_ms([w for w, _ in samples])
+        cpu = median_ms([c for _, c in samples])
+        print(f"  {label:50} CPU {cpu:6.1f} ms {cpu / base_cpu:5.2f}   wall {wall:6.1f} ms")
     for name, src in trees.items():
         import_breakdown(name, src, wts[name])
     return 0
+
+
+# The interpreter's own start-up modules and `-m`'s machinery (the console script has neither).
+_STARTUP = {"runpy", "importlib.util", "importlib.machinery", "importlib._abc", "importlib"}
+
+
+def _transition_modules(src: Path, wt: Path) -> tuple[list[str], list[str]]:
+    """(standard modules, taskgate modules) a forward transition through `src` imports beyond
+    a bare interpreter's start-up, in import order; the task is moved back afterwards."""
+    startup = subprocess.run(
+        [sys.executable, "-c", "import sys; print(' '.join(sys.modules))"],
+        env=_env_for(src), capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "taskgate", "transition", "task-0",
+         "REQUIREMENTS"], cwd=wt, env=_env_for(src), capture_output=True, text=True, check=True,
+    ).stderr  # fmt: skip
+    subprocess.run([sys.executable, "-m", "taskgate", "transition", "task-0", "CLASSIFIED",
+                    "--reason", "bench round trip"], cwd=wt, env=_env_for(src),
+                   capture_output=True, check=True)  # fmt: skip
+    names = [m.group(2) for m in map(IMPORT_ROW.match, out.splitlines()) if m]
+    fresh = [n for n in names if n not in startup and n not in _STARTUP]
+    ours = [n for n in fresh if n == "taskgate" or n.startswith("taskgate.")]
+    return [n for n in fresh if n not in ours], ours
+
+
+def _import_code(modules: list[str]) -> str:
+    """Import `modules` in order as the CLI does (pathlib through cli/pathlib_import where the
+    tree has it, the collector paused); those absent here (ntpath's `nt`) are skipped."""
+    return (
+        "import gc\ngc.disable()\n"
+        "try:\n    from taskgate.cli.pathlib_import import import_pathlib\n"
+        "except ImportError:\n    pass\nelse:\n    import_pathlib()\n"
+        f"for name in {modules!r}:\n"
+        "    try:\n        __import__(name)\n    except ImportError:\n        pass\n"
+    )
 
 
 def import_breakdown(label: str, src: Path, wt: Path, runs: int = 5, top: int = 12) -> None:

@@ -82,10 +82,12 @@ def test_the_effect_check_is_left_out_only_where_no_baseline_can_be() -> None:
         assert os.path.dirname(path) == os.path.join("/repo/.taskgate", EFFECTS_DIR), session
 
 
-def test_a_plain_command_runs_without_the_cyclic_collector_and_gives_it_back(repo: Repo) -> None:
-    """cli/main pauses the collector for a plain command (simple_args) and enables it again
-    when main() returns, done or refused; any other command runs with it; a caller's own
-    gc.disable() is left as it was."""
+def test_a_plain_command_in_its_own_process_runs_without_the_cyclic_collector(
+    repo: Repo,
+) -> None:
+    """cli/main pauses the collector for a plain command (simple_args) when the process ends
+    with it (`own_process`, as the console script and `python -m taskgate` call it), done or
+    refused; any other command line runs with it; an in-process main() leaves it alone."""
     repo.ok("start", "add-login")
     wt = repo.worktree("add-login")
     repo.ok("classify", "add-login", cwd=wt)
@@ -93,30 +95,32 @@ def test_a_plain_command_runs_without_the_cyclic_collector_and_gives_it_back(rep
         "import gc\n"
         "from taskgate.cli import commands\n"
         "from taskgate.cli.main import main\n"
-        "inside = []\n"
+        "seen = []\n"
         "def spy(name):\n"
         "    real = getattr(commands, name)\n"
         "    def handler(args):\n"
-        "        inside.append(f'{name}:{gc.isenabled()}')\n"
+        "        seen.append(f'{name}:{gc.isenabled()}')\n"
         "        return real(args)\n"
         "    setattr(commands, name, handler)\n"
         "spy('cmd_transition'); spy('cmd_status')\n"
-        "done = main(['transition', 'add-login', 'REQUIREMENTS'])\n"
-        "after_done = gc.isenabled()\n"
-        "refused = main(['transition', 'add-login', 'REQUIREMENTS'])\n"
-        "after_refused = gc.isenabled()\n"
-        "main(['status', 'add-login'])\n"
-        "main(['transition', '--json', 'add-login', 'CLASSIFIED', '--reason=r'])\n"
-        "gc.disable()\n"
-        "main(['transition', 'add-login', 'REQUIREMENTS'])\n"
-        "print(done, refused, after_done, after_refused, gc.isenabled(), *inside)\n"
+        "def run(*argv, own=True):\n"
+        "    gc.enable()\n"
+        "    seen.append(str(main(list(argv), own_process=own)))\n"
+        "    seen.append(f'after:{gc.isenabled()}')\n"
+        "run('transition', 'add-login', 'REQUIREMENTS')\n"
+        "run('transition', 'add-login', 'REQUIREMENTS')\n"
+        "run('status', 'add-login')\n"
+        "run('transition', '--json', 'add-login', 'CLASSIFIED', '--reason=r', own=False)\n"
+        "print(*seen)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(SRC), "TASKGATE_SESSION": "s1"}
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=wt, env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.splitlines()[-1].split() == [
-        "0", "1", "True", "True", "False", "cmd_transition:False", "cmd_transition:False",
-        "cmd_status:True", "cmd_transition:False", "cmd_transition:False",
+        "cmd_transition:False", "0", "after:False",  # done
+        "cmd_transition:False", "1", "after:False",  # refused
+        "cmd_status:True", "0", "after:True",  # not a plain command
+        "cmd_transition:True", "0", "after:True",  # in-process main()
     ], out.stderr  # fmt: skip
-    assert "REQUIREMENTS" in repo.ok("status", "add-login", cwd=wt).out
+    assert "CLASSIFIED" in repo.ok("status", "add-login", cwd=wt).out

@@ -1,3 +1,3 @@
 from taskgate.cli.main import exit_with, main
 
-exit_with(main())
+exit_with(main(own_process=True))

@@ -284,16 +284,17 @@ def simple_args(args: Sequence[str]) -> argparse.Namespace | None:
     return namespace
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
     """Run the CLI; returns the exit code (0 done, 1 refused, 2 usage, 3 foreign, 4 human,
-    5 corrupted, 6 environment (docs/faults.md), 10 internal)."""
+    5 corrupted, 6 environment (docs/faults.md), 10 internal). `own_process`: the process
+    ends with exit_with when this returns (the console script, `python -m taskgate`), so a
+    plain command runs with the cyclic collector paused (_pause_gc)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["hook"]:  # issue 7 fast path: one hook event, no parser, no commands
         from taskgate.hooks.dispatch import run_hook
 
         return run_hook(args_list[1:])
-    paused = _pause_gc()  # for a plain command (issue 18): resumed when main() returns, or
-    # at once when the command line is not plain
+    paused = own_process and _pause_gc()  # resumed at once unless the command line is plain
     from taskgate.errors import EXIT_INTERNAL, EXIT_USAGE, TaskgateError
 
     wants_json = "--json" in args_list
@@ -310,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import_pathlib()  # without urllib.parse (issue 18)
         plain = simple_args(args_list)
         if plain is None and paused:  # argparse, then any command: collected as usual
-            paused = _resume_gc()
+            _resume_gc()
         args = plain or _parser(_command_of(args_list)).parse_args(args_list)
         if not getattr(args, "handler", None):
             _parser().print_help()
@@ -344,18 +345,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"taskgate: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         print("hint: rerun with TASKGATE_DEBUG=1 and report the traceback", file=sys.stderr)
         return EXIT_INTERNAL
-    finally:
-        if paused:
-            _resume_gc()
 
 
 def _pause_gc() -> bool:
     """Pause the cyclic garbage collector (True if this paused it) for a plain command
-    (simple_args) until main() returns: one short step whose modules and records live to its
-    end, so collections would free next to nothing, yet they cost about 2.5 ms of a
-    transition's CPU (issue 18; Mercurial pauses it around bulk work the same way). Reference
-    counting frees everything else at once, as always; files and the store are closed
-    explicitly, never by the collector."""
+    (simple_args) in its own process, to its end: one short step whose modules and records
+    live until the process ends, so collections would free next to nothing, yet they cost
+    about 2.5 ms of a transition's CPU (issue 18; Mercurial pauses it around bulk work the
+    same way). Resuming before the end would only collect then, at once (the allocations
+    of the whole command are pending). Reference counting frees everything else at once, as
+    always; files and the store are closed explicitly, never by the collector; a normal
+    exit's finalization collects whatever it is."""
     import gc
 
     if not gc.isenabled():
@@ -364,12 +364,11 @@ def _pause_gc() -> bool:
     return True
 
 
-def _resume_gc() -> bool:
-    """Enable the collector _pause_gc paused; False (nothing paused any more)."""
+def _resume_gc() -> None:
+    """Enable the collector _pause_gc paused."""
     import gc
 
     gc.enable()
-    return False
 
 
 def _plain_run(plain: object) -> None:
@@ -430,4 +429,4 @@ def _nothing_left_to_finalize() -> bool:
 
 def entry() -> None:
     """Console-script entry point."""
-    exit_with(main())
+    exit_with(main(own_process=True))
