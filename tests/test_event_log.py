@@ -267,6 +267,16 @@ def test_a_lazy_log_answers_as_the_whole_history_in_its_step_and_after_it(
     and give every consumer's result exactly as the tuple of every event does, inside the
     transaction and after it ended; a rendering of the views reuses as the whole one did."""
     name = _new_task(store, first)
+    tail = data.draw(st.sampled_from([1, 2, 5, event_log.TAIL]))
+    saved, event_log.TAIL = event_log.TAIL, tail  # how many a snapshot reads first
+    try:
+        _compare_in_step_and_after(store, tmp_path, name, first, more, data)
+    finally:
+        event_log.TAIL = saved
+
+
+def _compare_in_step_and_after(store: Store, tmp_path: Path, name: str, first: list[Any],
+                               more: list[Any], data: st.DataObject) -> None:  # fmt: skip
     task_dir = tmp_path / name
     task_dir.mkdir()
     before = _eager(store, name)
@@ -307,11 +317,12 @@ def test_a_fresh_log_reads_only_what_is_asked(store: Store, store_kind: str) -> 
         log = snap.events
         assert isinstance(log, EventLog) and not log.complete
         assert len(log) == 300 and log[-1].payload == {"file": "f299"}
+        assert len(log._tail) == event_log.TAIL  # the last ones, no more
         assert [e.kind for e in log.of_kinds(["agent_invoked", "transition"])] == [
             "agent_invoked", "transition",
         ]  # fmt: skip
         assert log[295:][0].payload == {"file": "f295"}
-        assert len(log._tail) == 5  # the last five, no more
+        assert len(log._tail) == event_log.TAIL
         assert log.count_of("tool_usage", 250) == 248
         assert len(log._tail) == 51
         assert not log.complete
@@ -323,7 +334,7 @@ def test_events_changed_around_taskgate_after_the_step_are_refused(
 ) -> None:
     """An event deleted behind taskgate's back between a step's commit and its rendering: the
     log finds fewer events than it counted and raises StoreCorrupt, never a shorter history."""
-    name = _new_task(store, [("tool_usage", {"file": f"f{i}"}) for i in range(20)])
+    name = _new_task(store, [("tool_usage", {"file": f"f{i}"}) for i in range(100)])
     with store.write() as tx:
         snap = tx.snapshot(name, lazy=True)
         assert snap is not None

@@ -146,22 +146,23 @@ class Tx(ABC):
     # EventLog of one of its snapshots then reads through `detached`.
     closed = False
 
-    def event_head(self, name: str) -> tuple[int, EventRow | None]:
-        """How many events the task has, and its last one."""
+    def event_tail(self, name: str, limit: int) -> tuple[int, list[EventRow]]:
+        """How many events the task has, and its last `limit` ones in order."""
         events = self.events(name)
-        return len(events), (events[-1] if events else None)
+        return len(events), events[max(len(events) - limit, 0) :]
 
     def events_before(self, name: str, seq: int, limit: int) -> list[EventRow]:
         """The last `limit` of the task's events numbered below `seq`, in order."""
         earlier = [e for e in self.events(name) if e.seq < seq]
         return earlier[max(len(earlier) - limit, 0) :]
 
-    def events_of_kinds(
-        self, name: str, kinds: Sequence[str], upto: int, *, but: bool = False
-    ) -> list[EventRow]:
-        """The task's events of these kinds (`but`: of any other kind) numbered `upto` or
-        below, in order."""
-        return [e for e in self.events(name) if (e.kind in kinds) != but and e.seq <= upto]
+    def events_of_kinds(self, name: str, kinds: Sequence[str], upto: int) -> list[EventRow]:
+        """The task's events of these kinds numbered `upto` or below, in order."""
+        return [e for e in self.events(name) if e.kind in kinds and e.seq <= upto]
+
+    def count_events_of(self, name: str, kind: str, upto: int) -> int:
+        """How many of the task's events numbered `upto` or below are of `kind`."""
+        return sum(1 for e in self.events(name) if e.kind == kind and e.seq <= upto)
 
     def detached(self, query: Callable[[Tx], T]) -> T:
         """Run `query` (a read of events numbered at most what this transaction saw) after

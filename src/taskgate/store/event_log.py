@@ -6,12 +6,13 @@ the last few events and the few events of some kinds. An EventLog is that same s
 (`len`, indexing, slices, iteration, equality with the tuple it stands for) holding only what
 was touched:
 
-- the number of events and the last one, read when the snapshot is taken;
+- the number of events and the last ones (TAIL; all of them when there are no more), read
+  when the snapshot is taken;
 - the events from some position to the end (`log[k:]`, `log[i]`), read back from the end
   as far as asked;
-- the events of some kinds (`of_kinds`), and how many events of a kind come before a position
-  (`count_of`): from every event but the hooks' tool_usage records (the protocol's own:
-  transitions, invocations, commits, validations, approvals, interruptions, ...), read once.
+- the events of some kinds (`of_kinds`): the protocol's own records (transitions,
+  invocations, commits, validations, approvals, interruptions), one query for all of them;
+- how many events of a kind come before a position (`count_of`): a COUNT.
 
 Every read is bounded by the last event the snapshot saw (`seq <=` it), so a log answers the
 same after its transaction ended (the views are rendered after the commit): the events are
@@ -39,16 +40,23 @@ if TYPE_CHECKING:
 
     from taskgate.store.base import Tx
 
-# The hooks' record of every tool call: most of a long task's events, and the one kind a step
-# reads only from some position on. The others are read together, once, by the first question
-# about kinds (`of_kinds`, `count_of`).
-BULK_KIND = "tool_usage"
+# The kinds a step reads by kind (engine/invocations.py, engine/facts.py, engine/views.py): the
+# protocol's own records, read together by the first question about any of them. Not the hooks'
+# records of every tool call (tool_usage), of forwarded commands or of sessions: most of a long
+# task's events, and counted by a query when a count is asked for.
+PROTOCOL_KINDS = frozenset(
+    {"transition", "agent_invoked", "agent_completed", "commit", "validation", "approval",
+     "interruption"}
+)  # fmt: skip
+# The events a lazy log reads first, from the end: a task with no more is read whole in one
+# query, and a step's renderings mostly need no others (the events since the last one).
+TAIL = 32
 
 
 class EventLog(Sequence[EventRow]):
     """The events of one task, in order; complete, or read from `source` on demand."""
 
-    __slots__ = ("_length", "_rest", "_source", "_tail", "task")
+    __slots__ = ("_length", "_picked", "_source", "_tail", "task")
 
     def __init__(
         self,
@@ -63,16 +71,17 @@ class EventLog(Sequence[EventRow]):
         self._tail = tail  # the events from position _length - len(tail) to the end
         self._length = len(tail) if length is None else length
         self._source = source if self._length > len(tail) else None
-        # Every event whose kind is not BULK_KIND, once read (of_kinds, count_of).
-        self._rest: list[EventRow] | None = None
+        # Every event of PROTOCOL_KINDS, once read (of_kinds, count_of).
+        self._picked: list[EventRow] | None = None
         if self._length and not tail:
             raise ValueError("a lazy event log holds at least its last event")
 
     @classmethod
     def lazy(cls, tx: Tx, task: str) -> EventLog:
-        """The log of `task` in `tx`: its length and last event read, the rest on demand."""
-        length, last = tx.event_head(task)
-        return cls(() if last is None else (last,), task=task, source=tx, length=length)
+        """The log of `task` in `tx`: its length and last events read (all of them when
+        there are few), the rest on demand."""
+        length, last = tx.event_tail(task, TAIL)
+        return cls(last, task=task, source=tx, length=length)
 
     # -- the sequence --------------------------------------------------------------------------
 
@@ -152,24 +161,22 @@ class EventLog(Sequence[EventRow]):
         assert source is not None
         return source.detached(query) if source.closed else query(source)
 
-    def _others(self) -> list[EventRow]:
-        """Every event whose kind is not BULK_KIND, in order (read once)."""
-        if self._rest is None:
-            bound = self._tail[-1].seq
-            self._rest = self._read(lambda tx: tx.events_of_kinds(self.task, (BULK_KIND,),
-                                                                  bound, but=True))  # fmt: skip
-        return self._rest
+    def _protocol(self) -> list[EventRow]:
+        """Every event of PROTOCOL_KINDS, in order (read once)."""
+        if self._picked is None:
+            bound, kinds = self._tail[-1].seq, sorted(PROTOCOL_KINDS)
+            self._picked = self._read(lambda tx: tx.events_of_kinds(self.task, kinds, bound))
+        return self._picked
 
     def of_kinds(self, kinds: Iterable[str]) -> tuple[EventRow, ...]:
         """The events whose kind is one of `kinds`, in order."""
         wanted = frozenset(kinds)
         if self._source is None:
             return tuple(e for e in self._tail if e.kind in wanted)
-        if BULK_KIND in wanted:
-            bound = self._tail[-1].seq
-            return tuple(self._read(lambda tx: tx.events_of_kinds(self.task, sorted(wanted),
-                                                                  bound)))  # fmt: skip
-        return tuple(e for e in self._others() if e.kind in wanted)
+        if wanted <= PROTOCOL_KINDS:
+            return tuple(e for e in self._protocol() if e.kind in wanted)
+        bound, asked = self._tail[-1].seq, sorted(wanted)
+        return tuple(self._read(lambda tx: tx.events_of_kinds(self.task, asked, bound)))
 
     def count_of(self, kind: str, stop: int) -> int:
         """How many of the events before position `stop` are of `kind`."""
@@ -180,9 +187,9 @@ class EventLog(Sequence[EventRow]):
         have = self._length - len(self._tail)
         if self._source is None or have == 0:
             return sum(1 for e in self._tail[: stop - have] if e.kind == kind)
-        if kind == BULK_KIND:  # the events before `stop` that are not the others
-            return stop - sum(1 for e in self._others() if e.seq <= bound)
-        return sum(1 for e in self._others() if e.kind == kind and e.seq <= bound)
+        if kind in PROTOCOL_KINDS:
+            return sum(1 for e in self._protocol() if e.kind == kind and e.seq <= bound)
+        return int(self._read(lambda tx: tx.count_events_of(self.task, kind, bound)))
 
     def select(self, kinds: Iterable[str], start: int) -> list[tuple[bool, EventRow]]:
         """(whether at position `start` or after, event) of the events whose kind is one of
@@ -206,8 +213,8 @@ class EventLog(Sequence[EventRow]):
         log._tail = [*self._tail, *rows]
         log._length = self._length + len(rows)
         log._source = self._source
-        if self._rest is not None:
-            log._rest = [*self._rest, *(e for e in rows if e.kind != BULK_KIND)]
+        if self._picked is not None:
+            log._picked = [*self._picked, *(e for e in rows if e.kind in PROTOCOL_KINDS)]
         return log
 
 

@@ -357,17 +357,18 @@ class PgTx(Tx):
             result.append(EventRow(task, at, kind, payload, prev_hash, digest, seq))
         return result
 
-    def event_head(self, name: str) -> tuple[int, EventRow | None]:
+    def event_tail(self, name: str, limit: int) -> tuple[int, list[EventRow]]:
         rows = self._event_rows(
-            f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = %s ORDER BY seq DESC LIMIT 1",
-            (name,),
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = %s ORDER BY seq DESC LIMIT %s",
+            (name, limit),
         )
-        if not rows:
-            return 0, None
+        rows.reverse()
+        if len(rows) < limit:
+            return len(rows), rows
         count = self._q(
-            "SELECT COUNT(*) AS n FROM events WHERE task = %s AND seq <= %s", (name, rows[0].seq)
+            "SELECT COUNT(*) AS n FROM events WHERE task = %s AND seq <= %s", (name, rows[-1].seq)
         ).fetchone()
-        return int(count["n"]) if count else 0, rows[0]
+        return int(count["n"]) if count else 0, rows
 
     def events_before(self, name: str, seq: int, limit: int) -> list[EventRow]:
         rows = self._event_rows(
@@ -378,14 +379,19 @@ class PgTx(Tx):
         rows.reverse()
         return rows
 
-    def events_of_kinds(
-        self, name: str, kinds: Sequence[str], upto: int, *, but: bool = False
-    ) -> list[EventRow]:
+    def events_of_kinds(self, name: str, kinds: Sequence[str], upto: int) -> list[EventRow]:
         return self._event_rows(
             f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = %s AND seq <= %s "
-            f"AND {'NOT ' if but else ''}(kind = ANY(%s)) ORDER BY seq",
+            "AND kind = ANY(%s) ORDER BY seq",
             (name, upto, list(kinds)),
         )
+
+    def count_events_of(self, name: str, kind: str, upto: int) -> int:
+        row = self._q(
+            "SELECT COUNT(*) AS n FROM events WHERE task = %s AND seq <= %s AND kind = %s",
+            (name, upto, kind),
+        ).fetchone()
+        return int(row["n"]) if row else 0
 
     def detached(self, query: Callable[[Tx], T]) -> T:
         try:

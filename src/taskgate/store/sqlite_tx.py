@@ -398,19 +398,20 @@ class SqliteTx(Tx):
             )
         )
 
-    def event_head(self, name: str) -> tuple[int, EventRow | None]:
+    def event_tail(self, name: str, limit: int) -> tuple[int, list[EventRow]]:
         rows = _event_rows(
             self._c.execute(
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = ? ORDER BY seq DESC LIMIT 1",
-                (name,),
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = ? ORDER BY seq DESC LIMIT ?",
+                (name, limit),
             )
         )
-        if not rows:
-            return 0, None
+        rows.reverse()
+        if len(rows) < limit:
+            return len(rows), rows
         (count,) = self._c.execute(
-            "SELECT COUNT(*) FROM events WHERE task = ? AND seq <= ?", (name, rows[0].seq)
+            "SELECT COUNT(*) FROM events WHERE task = ? AND seq <= ?", (name, rows[-1].seq)
         ).fetchone()
-        return int(count), rows[0]
+        return int(count), rows
 
     def events_before(self, name: str, seq: int, limit: int) -> list[EventRow]:
         rows = _event_rows(
@@ -423,17 +424,22 @@ class SqliteTx(Tx):
         rows.reverse()
         return rows
 
-    def events_of_kinds(
-        self, name: str, kinds: Sequence[str], upto: int, *, but: bool = False
-    ) -> list[EventRow]:
+    def events_of_kinds(self, name: str, kinds: Sequence[str], upto: int) -> list[EventRow]:
         marks = ", ".join("?" for _ in kinds)
         return _event_rows(
             self._c.execute(
                 f"SELECT {_EVENT_COLUMNS} FROM events WHERE task = ? AND seq <= ? "
-                f"AND kind {'NOT IN' if but else 'IN'} ({marks}) ORDER BY seq",
+                f"AND kind IN ({marks}) ORDER BY seq",
                 (name, upto, *kinds),
             )
         )
+
+    def count_events_of(self, name: str, kind: str, upto: int) -> int:
+        (count,) = self._c.execute(
+            "SELECT COUNT(*) FROM events WHERE task = ? AND seq <= ? AND kind = ?",
+            (name, upto, kind),
+        ).fetchone()
+        return int(count)
 
     def detached(self, query: Callable[[Tx], T]) -> T:
         try:
