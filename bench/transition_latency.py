@@ -9,7 +9,8 @@ through `python -m taskgate` and through the console script, wall and CPU time, 
 tree's import-time breakdown (issue 18).
 
 With --scale --against=DIR: the scale cases of both trees, interleaved, with the CPU time of
-each command beside its wall clock.
+each command beside its wall clock; then the step alone in-process (imports excluded) in each
+case and on a task whose events are agent-door records (issue 18, fourth pass).
 
 Run: python bench/transition_latency.py [rounds] [--scale [--events=N] [--tasks=N]]
      python bench/transition_latency.py [rounds] --scale --against=DIR
@@ -167,6 +168,9 @@ try:
             if what == "events":
                 payload = {"session": "bench", "tool": "Edit", "file": f"src/m{i % 50}.py"}
                 tx.append_event("task-0", "tool_usage", payload, "2026-01-01T00:00:00Z")
+            elif what == "door":  # commands an agent ran through the agent door
+                payload = {"session": "bench", "agent": "quality", "argv": ["status"]}
+                tx.append_event("task-0", "agent-door", payload, "2026-01-01T00:00:00Z")
             else:
                 tx.insert_task(TaskRow(name=f"t{i:05d}", state="REQUIREMENTS", session_id=f"s{i}",
                     host="bench", fence=1, created_at="2026-01-01T00:00:00Z",
@@ -233,7 +237,59 @@ def scale_versus(rounds: int, events: int, tasks: int, other: Path) -> int:
             wall, cpu = median_ms(walls[(tree, name)]), median_ms(cpus[(tree, name)])
             print(f"  {name:<26} median {wall:7.1f} ms / fresh {wall / fresh_wall:5.2f}   "
                   f"CPU {cpu:6.1f} ms / fresh {cpu / fresh_cpu:5.2f}")  # fmt: skip
+    step_cases(trees, cases, names, rounds, events)
     return 0
+
+
+# One tree's transition step in-process (cli.main.main, the imports done once before): the CPU
+# of each forward + backward pair after a first one, per move.
+_STEP = """
+import contextlib, io, statistics, sys, time
+from taskgate.cli.main import main
+def move(*target):
+    try:
+        main(["transition", "task-0", *target])
+    except SystemExit:
+        pass
+def pair():
+    with contextlib.redirect_stdout(io.StringIO()):
+        move("REQUIREMENTS")
+        move("CLASSIFIED", "--reason", "bench round trip")
+pair()
+times = []
+for _ in range(int(sys.argv[1])):
+    start = time.process_time()
+    pair()
+    times.append((time.process_time() - start) / 2)
+print(statistics.median(times) * 1000)
+"""
+
+
+def step_cases(trees: dict[str, Path], cases: dict[tuple[str, str], Path],
+               names: tuple[str, ...], rounds: int, events: int) -> None:  # fmt: skip
+    """The step alone, in-process (issue 18, fourth pass): what the scale cases add to a
+    step without the interpreter and the imports, and a task whose `events` are commands
+    run through the agent door (not tool_usage: read by kind, not skipped)."""
+    door = f"{events:,} agent-door events"
+    cases = {**cases, **{(tree, door): _tree_case(src, "door", events)
+                         for tree, src in trees.items()}}  # fmt: skip
+    load = os.getloadavg()
+    cpu: dict[tuple[str, str], list[float]] = {key: [] for key in cases}
+    for _ in range(3):  # three passes, every case of both trees in each
+        for key, wt in cases.items():
+            out = subprocess.run([sys.executable, "-c", _STEP, str(max(rounds // 3, 1))],
+                                 cwd=wt, env=_env_for(trees[key[0]]), capture_output=True,
+                                 text=True, check=True).stdout  # fmt: skip
+            cpu[key].append(float(out.split()[-1]))
+    print(f"the step in-process (cli.main.main, imports excluded), CPU per move, median of 3 "
+          f"passes; load average {load[0]:.1f} -> {os.getloadavg()[0]:.1f}")  # fmt: skip
+    for tree in trees:
+        fresh = statistics.median(cpu[(tree, names[0])])
+        print(f"{tree}:")
+        for name in (*names, door):
+            ms = statistics.median(cpu[(tree, name)])
+            print(f"  {name:<26} CPU {ms:6.2f} ms / fresh {ms / fresh:5.2f}   "
+                  f"{ms - fresh:+6.2f} ms")  # fmt: skip
 
 
 def _env_for(src: Path) -> dict[str, str]:

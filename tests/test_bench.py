@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
         (
             "transition_latency.py",
             ["1", "--scale", "--events=20", "--tasks=20", f"--against={ROOT}"],
-            "before (",
+            "the step in-process",  # and "before (" above it (issue 18, fourth pass)
         ),
         ("status_scale.py", ["200"], "status --json over 200 tasks"),
         ("status_scale.py", ["50", "1", "--chain"], "in one chain of Depends"),
