@@ -22,15 +22,15 @@ from pathlib import Path
 
 import pytest
 
-from taskgate import gitplumb
+from taskgate import anchor_write, gitplumb
 from taskgate.engine import anchor
 
 TASK = "add-login"
-WHEN = "1795720754 +0100"  # anchor._now() on both sides
+WHEN = "1795720754 +0100"  # anchor_write._now() on both sides
 AT = "2026-11-26T12:00:00Z"
 DATES = {"GIT_AUTHOR_DATE": "@1700000000 +0000", "GIT_COMMITTER_DATE": "@1700000000 +0000"}
 SRC = Path(__file__).resolve().parent.parent / "src"
-_GIT = anchor._git
+_GIT = anchor_write._git
 
 # A shape: build(root) -> (repo given to anchor.write, its common dir); then(repo, common) runs
 # after the second anchor (packing refs, making a reflog...).
@@ -211,9 +211,9 @@ def _write(repo: Path, common: Path, seq: int, plumb: bool,
         ran.append(args[0])
         return real(args, *rest, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(anchor, "_git", spy)
-    monkeypatch.setattr(anchor, "_now", lambda: WHEN)
-    monkeypatch.setattr(anchor, "_PLUMB", plumb)
+    monkeypatch.setattr(anchor_write, "_git", spy)
+    monkeypatch.setattr(anchor_write, "_now", lambda: WHEN)
+    monkeypatch.setattr(anchor_write, "_PLUMB", plumb)
     return anchor.write(repo, common, TASK, seq, f"{seq:064x}", AT), ran
 
 
@@ -387,8 +387,10 @@ sys.path.insert(0, {src!r})
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
 resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
 from taskgate import gitplumb
+from taskgate import anchor_write
+from taskgate import anchor_write
 from taskgate.engine import anchor
-anchor._now = lambda: {when!r}
+anchor_write._now = lambda: {when!r}
 parent = open(os.path.join({common!r}, anchor.ref("{task}"))).read().strip()
 if {plumb_only!r}:
     print(gitplumb.commit({repo!r}, {common!r}, anchor.ref("{task}"), parent,

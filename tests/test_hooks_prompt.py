@@ -249,11 +249,13 @@ def test_the_hook_process_records_a_question_without_the_engine(
 ) -> None:
     """The installed hook command, a question in IMPLEMENTATION: recorded, anchored, the
     views left stale (audit accepts it), and the process loads neither the engine nor
-    subprocess, dataclasses, typing, hashlib or the json package."""
+    subprocess, dataclasses, typing, hashlib or the json package (nor the engine package: the
+    anchor is written by taskgate.anchor_write)."""
     repo = copy_repo(states["IMPLEMENTATION"], tmp_path / "repo")
     heavy = {"json", "sqlite3", "argparse", "typing", "dataclasses", "subprocess", "hashlib",
              "contextlib", "taskgate.engine.core", "taskgate.store.records", "datetime",
-             "pathlib", "taskgate.protocol.states_extra", "taskgate.engine.workspace"}  # fmt: skip
+             "pathlib", "taskgate.protocol.states_extra", "taskgate.engine.workspace",
+             "taskgate.engine", "taskgate.engine.anchor"}  # fmt: skip
     data = {"session_id": "s1", "transcript_path": "", "cwd": str(repo.path),
             "hook_event_name": "UserPromptSubmit",
             "prompt": "What architecture is this?"}  # fmt: skip

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import Repo
 from store_kinds import query
-from taskgate import gitplumb
+from taskgate import anchor_write, gitplumb
 from taskgate.cli.main import main
 from taskgate.engine import agentops, anchor, views
 from taskgate.engine.core import Engine
@@ -174,7 +174,7 @@ def test_agents_and_anchors_find_the_views_current(
             stale.append(f"{request.agent} started on stale views")
         return invoke(request)
 
-    git = anchor._git
+    git = anchor_write._git
 
     def checked_git(args: list[str], *rest: Any, **kwargs: Any) -> Any:
         if args[0] == "update-ref":  # the anchor is written: its head is in the views' record
@@ -199,7 +199,7 @@ def test_agents_and_anchors_find_the_views_current(
         return made
 
     monkeypatch.setattr(pool, "invoke", checked_invoke)
-    monkeypatch.setattr(anchor, "_git", checked_git)
+    monkeypatch.setattr(anchor_write, "_git", checked_git)
     monkeypatch.setattr(gitplumb, "commit", checked_plumb)
     assert main(["demo", "--dir", str(target), "--yes"]) == 0, capsys.readouterr()
     assert stale == []

@@ -29,10 +29,11 @@ Then, in one `BEGIN IMMEDIATE` transaction committed with `synchronous=FULL`: th
 `interruption` event with the payload the engine writes (its hash chained like every event)
 and the task row's compare-and-swap touch, which marks the views stale (they are rendered by
 the next reader, as after a PostToolUse: engine/views.py `_seq`). Then the anchor, with the
-engine's own function (engine/anchor.write), naming the task's last event; the effect-check
-baseline is taken again like the step's `after_step`; and the text is the one
-hooks/record.handle_prompt returns. tests/test_hooks_prompt.py runs both paths on the same
-prompts in every state and compares the events, the task row, the anchor and the text.
+engine's own function (anchor_write.write, which engine/anchor.py exports), naming the
+task's last event; the effect-check baseline is taken again like the step's `after_step`; and
+the text is the one hooks/record.handle_prompt returns. tests/test_hooks_prompt.py runs both
+paths on the same prompts in every state and compares the events, the task row, the anchor
+and the text.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ def _record(layout: Layout, session: str, prompt: str) -> str | None:
     except errors as exc:
         _engine_path(exc)
         return None
-    from taskgate.engine.anchor import write
+    from taskgate.anchor_write import write
 
     anchored = (int(last[0]), str(last[1]), str(last[2])) if last else (0, digest, at)
     write(layout.repo, layout.common_dir, name, *anchored)  # a person's message: a checkpoint
