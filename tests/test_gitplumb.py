@@ -166,6 +166,14 @@ def _continued(repo: Path, common: Path) -> None:
     _append(common, "logAllRefUpdates = \\\nalways")
 
 
+def _file_at(path: Path) -> None:
+    """A file where git looks for a directory (git refuses to append the reflog there)."""
+    if path.is_dir():
+        shutil.rmtree(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("not a directory\n")
+
+
 def _append(common: Path, line: str) -> None:
     with (common / "config").open("a") as handle:
         handle.write(f"[core]\n\t{line}\n")
@@ -190,6 +198,11 @@ FALLBACK: dict[str, Shape] = {
     "commit encoding latin-1": (_plain, _config_after(("i18n.commitEncoding", "ISO-8859-1"))),
     "quoted compression": (_plain, lambda repo, common: _append(common, 'looseCompression = "9"')),
     "core.createObject": (_plain, _config_after(("core.createObject", "rename"))),
+    "a file above the reflog": (_plain, lambda repo, common: _file_at(common / "logs" / "refs")),
+    "a directory at the reflog": (
+        _plain,
+        lambda repo, common: (common / "logs" / anchor.ref(TASK)).mkdir(parents=True),
+    ),
 }
 
 

@@ -483,10 +483,12 @@ def _open_reflog(common: str, ref: str, create: bool) -> tuple[int, int]:
         flags |= os.O_CREAT
     try:
         fd = os.open(path, flags, 0o666)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        if create or os.path.lexists(path):
+    except FileNotFoundError:
+        if create or os.path.lexists(path):  # a dangling symlink
             return -2, -1
         return -1, -1
+    except (IsADirectoryError, NotADirectoryError):  # git: no reflog, or refuses the update
+        return -2, -1
     info = os.fstat(fd)
     if not _regular(info.st_mode):
         os.close(fd)
