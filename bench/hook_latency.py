@@ -703,6 +703,8 @@ def scale_rows(rounds: int, more: int) -> None:
     )  # fmt: skip
     fresh = {**edit, "session_id": "fresh", "hook_event_name": "SessionStart", "source": "startup"}
     cases["SessionStart (startup, new session)"] = ("SessionStart", json.dumps(fresh))
+    resume = {**fresh, "session_id": edit["session_id"], "source": "resume"}  # holds task-0
+    cases["SessionStart (resume, holding a task: engine)"] = ("SessionStart", json.dumps(resume))
     rows: dict[str, list[float]] = {"python3 -c pass": []}
     rows.update({name: [] for name in cases})
     tree = against()

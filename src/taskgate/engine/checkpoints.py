@@ -14,7 +14,7 @@ from taskgate.errors import Refused, TaskgateError, UsageError
 from taskgate.fsutil import read_text
 from taskgate.git import repo as gitrepo
 from taskgate.git.cmd import git
-from taskgate.protocol import taskmd
+from taskgate.protocol import recovery, taskmd
 from taskgate.protocol.states import Checkpoint, State
 from taskgate.protocol.violations import Violation
 from taskgate.store.base import Tx
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from taskgate.protocol.presentation import ChangeView
 
 KINDS = ("plan", "changes")
-CHECKPOINT_STATE = {"plan": State.SYNTHESIS, "changes": State.AWAITING_USER_APPROVAL}
+CHECKPOINT_STATE = {kind: State(state) for kind, state in recovery.CHECKPOINT_STATE.items()}
 
 # How a message or an approval reached taskgate (recorded with every approval).
 TERMINAL = "terminal"  # typed by a person: stdin is a TTY
@@ -69,23 +69,10 @@ def _kind_for(state: State) -> str:
     )
 
 
-def _voids(kind: str, event_kind: str, payload: dict[str, Any]) -> bool:
-    """Does this event make an earlier presentation of `kind` stale?"""
-    if event_kind == "transition":  # a new visit to the checkpoint state needs a new showing
-        return payload.get("to") == CHECKPOINT_STATE[kind].value
-    if kind == "plan" and event_kind == "agent_added":  # R-AGT-19: approve after the addition
-        return True
-    return event_kind == "change_request" and payload.get("kind") == kind  # R-CKP-15
-
-
 def current_presentation(snap: TaskSnapshot, kind: str) -> PresentationRow | None:
     """The presentation of `kind` still in force: none voided it since (event order, not time)."""
-    for event in reversed(snap.events):
-        if event.kind == "presentation" and event.payload.get("kind") == kind:
-            return snap.latest_presentation(kind)
-        if _voids(kind, event.kind, event.payload):
-            return None
-    return None
+    newest_first = ((event.kind, event.payload) for event in reversed(snap.events))
+    return snap.latest_presentation(kind) if recovery.shown(kind, newest_first) else None
 
 
 def pending_checkpoint(snap: TaskSnapshot) -> Checkpoint:
@@ -378,53 +365,15 @@ def record_approval(
     return row
 
 
-def _resume_synthesis(snap: TaskSnapshot) -> str:
-    name = snap.task.name
-    if snap.active_approval("plan") is not None:
-        return "plan approved: run the entry guards and proceed to IMPLEMENTATION"
-    if current_presentation(snap, "plan") is None:  # R-INT-09: finish the plan, never skip ahead
-        return (
-            "resume SYNTHESIS: finish the implementation plan in task.md and present it for "
-            f"approval (taskgate present {name})"
-        )
-    return (
-        "CHECKPOINT RECOVERY: Task waiting for PLAN APPROVAL - present the plan again "
-        f"from task.md (taskgate present {name})"
-    )
-
-
 def recovery_hint(snap: TaskSnapshot) -> str:
-    """R-CKP-18, D-REC-1 and D-INT-3: what a resuming session should do next, by state."""
+    """R-CKP-18, D-REC-1 and D-INT-3: what a resuming session should do next, by state (the
+    text is protocol/recovery.hint's, which the SessionStart hook also gives its rows)."""
     t = snap.task
-    state = t.state
-    stop = t.extra.get("last_stop")
-    if isinstance(stop, dict) and stop.get("cause"):  # issue 17: a deliberate stop of run
-        return (
-            f"run stopped deliberately ({stop['cause']}): see 'taskgate recover {t.name}' for "
-            f"what to fix, then {stop.get('next') or f'taskgate run {t.name}'}"
-        )
-    if state == State.SYNTHESIS.value:
-        return _resume_synthesis(snap)
-    if state == State.AWAITING_USER_APPROVAL.value:
-        sha = (t.checkpoint or {}).get("commit_sha", "?")
-        if not (t.checkpoint or {}).get("approved"):
-            return (
-                "CHECKPOINT RECOVERY: Task waiting for CHANGE REVIEW - present commit "
-                f"{sha} again (taskgate present {t.name})"
-            )
-        # R-CMP-09; the snapshot cannot see git, so a moved branch is named as the exception.
-        return (
-            f"changes approved for {str(sha)[:12]}: continue with 'taskgate complete {t.name}' "
-            "(if the task branch moved since, present it again: R-CKP-13)"
-        )
-    return {
-        "INIT": "safe to restart: classify the task",
-        "CLASSIFIED": "safe to restart: move to REQUIREMENTS",
-        "REQUIREMENTS": "check agent completion (taskgate agent check) and resume agents",
-        "IMPLEMENTATION": "check agent status and resume the incomplete implementation work",
-        "VALIDATION": "re-run validation (taskgate validate)",
-        "REVIEW": "check review status and re-invoke reviewers without a decision",
-        "SCOPE_NEGOTIATION": "present the pending deferral proposal again",
-        "COMPLETE": "resume completion / cleanup",
-        "CLEANUP": "done",
-    }.get(state, f"Unknown state: {state} - manual intervention required")
+    return recovery.hint(
+        t.name,
+        t.state,
+        t.extra,
+        t.checkpoint,
+        plan_approved=lambda: snap.active_approval("plan") is not None,
+        plan_shown=lambda: current_presentation(snap, "plan") is not None,
+    )

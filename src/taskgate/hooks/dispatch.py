@@ -260,16 +260,11 @@ def _verify_snapshot(engine: Engine, task: str | None) -> str:
 
 def _resume_text(engine: Engine, task: str) -> str:
     from taskgate.engine.status import recovery_hint
+    from taskgate.protocol.recovery import resume_text
 
     snap = engine.require_snapshot(task)
-    return "\n".join(
-        [
-            f"=== RESUMING TASK: {task} (State: {snap.task.state}) ===",
-            recovery_hint(snap),  # D-REC-1, with the R-CKP-18 checkpoint recovery text
-            f"task worktree: {engine.ws.task_worktree(task)}",
-            f"details: taskgate status {task}",
-        ]
-    )
+    worktree = str(engine.ws.task_worktree(task))
+    return resume_text(task, snap.task.state, recovery_hint(snap), worktree)
 
 
 def _export_session(session: str) -> None:

@@ -25,8 +25,8 @@ engine/audit_views.py). Taken only where the engine's path would do nothing more
   of it (StoreLost is the engine's to raise).
 
 SessionStart (`session_start`): a new session holds no task (the usual case: `startup`);
-then the answer is the snapshot check and one line. A session holding a task gets its
-resume text from the engine (engine/status.recovery_hint).
+then the answer is the snapshot check and one line. A session resuming the task it holds gets
+the engine's resume text (protocol/recovery.py) from the rows hooks/resume.py reads.
 
 Stop, SubagentStop, SessionEnd (`session_end`): the session's task from the snapshot (Stop,
 after every turn), or one event appended (SubagentStop, SessionEnd) as the engine's step would,
@@ -167,14 +167,18 @@ NO_TASK = "No active tasks for current session (taskgate todo lists the tasks)"
 
 
 def session_start(data: dict[str, Any]) -> str | None:
-    """SessionStart's text for a session holding no task ("" outside a workspace); None when
-    the engine's path must answer (a held task, a snapshot that differs from the store)."""
+    """SessionStart's text ("" outside a workspace): NO_TASK for a session holding no task,
+    the resume text for one resuming the task it holds (hooks/resume.py); None when the
+    engine's path must answer (several held tasks, a snapshot that differs from the store,
+    anything hooks/resume.py cannot vouch for)."""
     try:
         layout = workspace(data["cwd"])
     except LookupError:
         return ""
     if layout is None:
+        _engine_path("PostgreSQL")
         return None
+    from taskgate.hooks import resume
     from taskgate.store import hook_tx
 
     errors = _errors()
@@ -182,11 +186,16 @@ def session_start(data: dict[str, Any]) -> str | None:
         # The engine's check waits 1 s for the lock, then goes on without it ("busy").
         with hook_tx.HookTx(layout.state_dir, timeout=1.0) as tx:
             tx.check_snapshot()
-            if tx.held_by(str(data["session_id"])):
-                return None
-    except errors:
+            resume.open_as_the_engine(tx)
+            held = tx.held_by(str(data["session_id"]))
+            if not held:
+                return NO_TASK
+            if len(held) > 1:
+                raise hook_tx.Unusable(f"the session holds {len(held)} tasks: reported")
+            return resume.answer(tx, layout, *held[0])
+    except errors as exc:
+        _engine_path(exc)
         return None
-    return NO_TASK
 
 
 def holds_no_task(data: dict[str, Any]) -> bool:
