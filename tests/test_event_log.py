@@ -193,6 +193,7 @@ def _questions(data: st.DataObject, length: int) -> list[tuple[Any, ...]]:
         st.tuples(st.just("count_of"), st.sampled_from(sorted(set(KINDS))), position),
         st.tuples(st.just("select"), kinds, position),
         st.tuples(st.just("len")),
+        st.tuples(st.just("reversed"), st.integers(0, length + 2)),
     )
     return data.draw(st.lists(one, max_size=8))
 
@@ -221,6 +222,8 @@ def _answer(events: Any, question: tuple[Any, ...]) -> Any:
             return event_log.select(events, kinds, start)
         start = min(max(start, 0), len(events))
         return [(i >= start, e) for i, e in enumerate(events) if i >= start or e.kind in kinds]
+    if what == "reversed":  # the first n from the end, as a search from the end takes them
+        return list(itertools.islice(reversed(events), args[0]))
     return len(events)
 
 
@@ -325,8 +328,17 @@ def test_a_fresh_log_reads_only_what_is_asked(store: Store, store_kind: str) -> 
         assert len(log._tail) == event_log.TAIL
         assert log.count_of("tool_usage", 250) == 248
         assert len(log._tail) == 51
+        found = next(e for e in reversed(log) if e.kind == "transition")  # at position 200
+        assert found.payload == {"from": "A", "to": "B"}
+        assert len(log._tail) == 102  # read back in a chunk as long as what it had
         assert not log.complete
-        assert len(list(log)) == 300 and log.complete
+        walk = reversed(log)
+        assert next(walk).payload == {"file": "f299"}
+        assert log[0].kind == "tool_usage" and log.complete  # read to the start meanwhile
+        assert [e.payload for e in itertools.islice(walk, 2)] == [{"file": "f298"},
+                                                                  {"file": "f297"}]  # fmt: skip
+        assert [e.seq for e in reversed(log)] == [e.seq for e in reversed(list(log))]
+        assert len(list(log)) == 300
 
 
 def test_events_changed_around_taskgate_after_the_step_are_refused(

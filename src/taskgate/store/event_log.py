@@ -8,8 +8,8 @@ was touched:
 
 - the number of events and the last ones (TAIL; all of them when there are no more), read
   when the snapshot is taken;
-- the events from some position to the end (`log[k:]`, `log[i]`), read back from the end
-  as far as asked;
+- the events from some position to the end (`log[k:]`, `log[i]`, `reversed(log)`), read
+  back from the end as far as asked;
 - the events of some kinds (`of_kinds`): the protocol's own records (transitions,
   invocations, commits, validations, approvals, interruptions), one query for all of them;
 - how many events of a kind come before a position (`count_of`): a COUNT.
@@ -116,7 +116,18 @@ class EventLog(Sequence[EventRow]):
         return iter(self._all())
 
     def __reversed__(self) -> Iterator[EventRow]:
-        return reversed(self._all())
+        """From the last event back, reading earlier ones in doubling chunks only as the caller
+        goes on (a search from the end mostly stops near it)."""
+        position = self._length  # the events before it are yet to be given
+        while position > 0:
+            start = self._length - len(self._tail)
+            if position <= start:
+                self._load_from(max(start - max(len(self._tail), TAIL), 0))
+                start = self._length - len(self._tail)
+            for i in range(position - 1, start - 1, -1):
+                # By the distance from the end: a read elsewhere may have added to the tail.
+                yield self._tail[i - self._length + len(self._tail)]
+            position = start
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, EventLog):
