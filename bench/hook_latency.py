@@ -517,17 +517,12 @@ def _store_tasks(repo: Path, count: int) -> None:
     store.close()
 
 
-def http_rows(rounds: int, more_tasks: int = 0) -> None:
-    """PreToolUse over HTTP from a warm `taskgate serve` vs the installed command hook."""
-    import http.client
+def _serve(repo: Path, src: Path) -> tuple[subprocess.Popen[bytes], int, str, Path]:
+    """`taskgate serve` of the tree `src` for `repo` on a free port: (process, port, hook
+    secret, state dir); the caller stops it with `_stop`."""
     import socket
     import tempfile
 
-    repo = scratch_repo(TODO)
-    tg(repo, "start", "task-0", check=True)
-    if more_tasks:
-        _store_tasks(repo, more_tasks)
-        tg(repo, "status", check=True)  # a read: the snapshot is there before the first call
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -535,28 +530,65 @@ def http_rows(rounds: int, more_tasks: int = 0) -> None:
     server = subprocess.Popen(
         [sys.executable, "-m", "taskgate", "serve", "--port", str(port), "--state-dir", str(state)],
         cwd=repo,
-        env=env(),
+        env={**env(), "PYTHONPATH": str(src)},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    secret_file = None
+    for _ in range(400):
+        secret_file = next(state.glob("serve/*/hook-secret"), None)
+        if secret_file and next(state.glob("serve/*/server.json"), None):
+            break
+        time.sleep(0.025)
+    if secret_file is None:
+        _stop(server, state)
+        raise SystemExit(f"taskgate serve ({src}) did not start")
+    return server, port, secret_file.read_text().strip(), state
+
+
+def _stop(server: subprocess.Popen[bytes], state: Path) -> None:
+    server.terminate()
     try:
-        secret_file = None
-        for _ in range(400):
-            secret_file = next(state.glob("serve/*/hook-secret"), None)
-            if secret_file and next(state.glob("serve/*/server.json"), None):
-                break
-            time.sleep(0.025)
-        assert secret_file is not None, "taskgate serve did not start"
-        secret = secret_file.read_text().strip()
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # a SIGTERM during start-up can go unanswered
+        server.kill()
+        server.wait(timeout=10)
+    shutil.rmtree(state, ignore_errors=True)
+
+
+def http_rows(rounds: int, more_tasks: int = 0) -> None:
+    """PreToolUse over HTTP from a warm `taskgate serve` vs the installed command hook; with
+    --against DIR, that tree's server too ("before: HTTP: ..."), on a repository of its own
+    set up the same way, its calls interleaved with this tree's in every round."""
+    import http.client
+    import os
+
+    tree = against()
+    repos = {"": scratch_repo(TODO)}
+    if tree is not None:
+        repos["before: "] = scratch_repo(TODO)
+    for repo in repos.values():
+        tg(repo, "start", "task-0", check=True)
+        if more_tasks:
+            _store_tasks(repo, more_tasks)
+            tg(repo, "status", check=True)  # a read: the snapshot is there before the first call
+    servers: dict[str, tuple[subprocess.Popen[bytes], int, str, Path]] = {}
+    load_before = os.getloadavg()
+    try:
+        for side, repo in repos.items():
+            servers[side] = _serve(repo, (tree if side and tree else ROOT) / "src")
+        repo = repos[""]
         cases = inputs(repo)
         command = installed_command("PreToolUse")
         rows: dict[str, list[float]] = {"python3 -c pass": []}
         for name in cases:
             rows[f"command: {name}"] = []
-            rows[f"HTTP: {name}"] = []
+            for side in servers:
+                rows[f"{side}HTTP: {name}"] = []
         keep = "HTTP, kept-alive connection (Edit case)"
-        rows[keep] = []
+        for side in servers:
+            rows[side + keep] = []
         edit = cases["Edit in the task worktree (snapshot read)"]
         # The engine path: PostToolUse after that Edit records it (an engine step) warm.
         after = json.dumps({**json.loads(edit), "hook_event_name": "PostToolUse",
@@ -564,41 +596,58 @@ def http_rows(rounds: int, more_tasks: int = 0) -> None:
         post = "PostToolUse after that Edit (engine step)"
         rows[f"command: {post}"] = []
         rows[f"HTTP: {post}"] = []
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        for body in cases.values():  # warm: first requests import the hook modules
-            for _ in range(5):
-                _post(port, "PreToolUse", body, secret)
-        for _ in range(rounds):
+        bodies = {side: inputs(repos[side]) for side in servers}
+        conns = {side: http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                 for side, (_, port, _, _) in servers.items()}  # fmt: skip
+        for side, (_, port, secret, _) in servers.items():
+            for body in bodies[side].values():  # warm: first requests import the hook modules
+                for _ in range(5):
+                    _post(port, "PreToolUse", body, secret)
+        for turn in range(rounds):
+            # which tree's call comes first (right after a process start) alternates
+            order = list(servers.items())[:: -1 if turn % 2 else 1]
             rows["python3 -c pass"].append(timed([sys.executable, "-c", "pass"], repo, ""))
             for name, body in cases.items():
                 rows[f"command: {name}"].append(timed(command, repo, body))
-                rows[f"HTTP: {name}"].append(_post(port, "PreToolUse", body, secret))
-            rows[keep].append(_post(port, "PreToolUse", edit, secret, conn))
+                for side, (_, port, secret, _) in order:
+                    rows[f"{side}HTTP: {name}"].append(
+                        _post(port, "PreToolUse", bodies[side][name], secret)
+                    )
+            for side, (_, port, secret, _) in order:
+                the_edit = bodies[side]["Edit in the task worktree (snapshot read)"]
+                rows[side + keep].append(_post(port, "PreToolUse", the_edit, secret, conns[side]))
+            _, port, secret, _ = servers[""]
             rows[f"command: {post}"].append(timed(installed_command("PostToolUse"), repo, after))
             rows[f"HTTP: {post}"].append(_post(port, "PostToolUse", after, secret))
-        conn.close()
+        for conn in conns.values():
+            conn.close()
         # Back to back, no process started in between (a tool-call burst of an agent).
         burst = "HTTP, 200 calls back to back (Edit case)"
-        rows[burst] = [_post(port, "PreToolUse", edit, secret) for _ in range(200)]
+        for side in servers:
+            rows[side + burst] = []
+        for turn in range(200):
+            for side, (_, port, secret, _) in list(servers.items())[:: -1 if turn % 2 else 1]:
+                the_edit = bodies[side]["Edit in the task worktree (snapshot read)"]
+                rows[side + burst].append(_post(port, "PreToolUse", the_edit, secret))
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # a SIGTERM during start-up can go unanswered
-            server.kill()
-            server.wait(timeout=10)
-        shutil.rmtree(state, ignore_errors=True)
+        for server, _, _, state in servers.values():
+            _stop(server, state)
     base = statistics.median(rows["python3 -c pass"])
     tasks = TASKS + more_tasks
     print(f"HTTP hooks (issue 18): PreToolUse from a warm taskgate serve, {rounds} rounds,")
     print(f"{tasks} tasks in the store, hook snapshot {_snapshot_kib(repo)} KiB")
-    print("p50 client-side (a new TCP connection per call unless noted), interleaved")
+    if tree is not None:
+        print(f"before: the server of {tree}, on a repository set up the same way")
+    load_after = os.getloadavg()
+    print("p50 client-side (a new TCP connection per call unless noted), interleaved; load "
+          f"average {load_before[0]:.2f} before, {load_after[0]:.2f} after")  # fmt: skip
     print(f"{'case':60} {'p50 ms':>8} {'/ python':>9} {'cmd / http':>11}")
     for name, values in rows.items():
         median = statistics.median(values)
         ratio = ""
-        if name.startswith("HTTP: "):
-            ratio = f"{statistics.median(rows['command: ' + name[6:]]) / median:11.1f}"
+        if "HTTP: " in name:
+            command_row = "command: " + name.split("HTTP: ", 1)[1]
+            ratio = f"{statistics.median(rows[command_row]) / median:11.1f}"
         print(f"{name:60} {median * 1000:8.2f} {median / base:9.2f} {ratio}")
 
 

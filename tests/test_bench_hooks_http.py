@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
     ("flags", "expect"),
     [
         (["--http-only"], "HTTP: Write to .taskgate/state.db (denied)"),
+        (["--http-only", f"--against={ROOT}"], "before: HTTP: Edit in the task worktree"),
         (["--engine-only"], "UserPromptSubmit, session holding no task"),
         (["--scale", "200"], "PostToolUse after that Edit (recorded, no engine)"),
     ],

@@ -79,8 +79,11 @@ def _faces(base: Repo, tmp_path: Path, session: str, where: str) -> list[str]:
     hook_secret = secret.load_or_create(state / "hook-secret")
     gate = Gate(secret.load_or_create(state / "secret"), allowed_hosts("127.0.0.1", PORT))
     app = build_app(
-        Server(ctx, gate, Hub()), watch=False, extra_routes=hookdoor.routes(hook_secret)
-    )
+        Server(ctx, gate, Hub()),
+        watch=False,
+        extra_routes=hookdoor.routes(hook_secret),
+        hook_door=hookdoor.HookDoor(hook_secret),
+    )  # as `taskgate serve` wires it
 
     def cwd(repo: Repo) -> Path:
         return repo.worktree(TASK) if where == "worktree" else repo.path

@@ -367,7 +367,12 @@ def test_ctrl_c_ends_running_agents_and_the_task_resumes(tmp_path: Path) -> None
         time.sleep(0.05)
     running = _agents(agent)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)  # not the agents' 60-minute timeout
+    try:
+        out, err = proc.communicate(timeout=120)  # not the agents' 60-minute timeout
+    finally:
+        if proc.poll() is None:  # it hangs: end it (its agents die with it), then fail
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 130, out + err
     # No agent outlives the run: bwrap's namespace is torn down as the run ends (a bounded
     # wait for the kernel to finish; an agent that kept running sleeps for 15 minutes).

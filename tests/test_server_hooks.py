@@ -59,7 +59,12 @@ def _door(repo: Repo, state_dir: Path) -> Iterator[tuple[TestClient, str]]:
     token = secret.load_or_create(state_dir / "secret")
     hook_secret = secret.load_or_create(state_dir / "hook-secret")
     server = Server(ctx, Gate(token, allowed_hosts("127.0.0.1", PORT)), Hub())
-    app = build_app(server, watch=False, extra_routes=hookdoor.routes(hook_secret))
+    app = build_app(
+        server,
+        watch=False,
+        extra_routes=hookdoor.routes(hook_secret),
+        hook_door=hookdoor.HookDoor(hook_secret),
+    )  # as `taskgate serve` wires it
     with TestClient(app, base_url=BASE) as client:
         yield client, hook_secret
 

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from taskgate.errors import TaskgateError
 from taskgate.server import routes, spec_routes
 from taskgate.server.context import Server
+from taskgate.server.hookdoor import HookDoor
 from taskgate.server.security import SECURITY_HEADERS, Gate
 
 _STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
@@ -29,9 +30,10 @@ _STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; cha
 class HostGuard:
     """Refuse any request whose Host is not this server (DNS rebinding); add security headers."""
 
-    def __init__(self, app: ASGIApp, gate: Gate) -> None:
+    def __init__(self, app: ASGIApp, gate: Gate, hook_door: HookDoor | None = None) -> None:
         self.app = app
         self.gate = gate
+        self.hook_door = hook_door  # POST /hooks/EVENT without Starlette (server/hookdoor.py)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -46,6 +48,9 @@ class HostGuard:
                 status_code=421,
             )
             await response(scope, receive, send)
+            return
+        if self.hook_door is not None and self.hook_door.handles(scope):
+            await self.hook_door(scope, receive, send)  # adds the security headers itself
             return
 
         async def send_with_headers(message: Message) -> None:
@@ -92,8 +97,11 @@ def build_app(
     *,
     extra_routes: Sequence[BaseRoute] = (),
     watch: bool = True,
+    hook_door: HookDoor | None = None,
 ) -> ASGIApp:
-    """The app: dashboard routes + `extra_routes` (further doors), behind the Host guard."""
+    """The app: dashboard routes + `extra_routes` (further doors), behind the Host guard;
+    `hook_door` answers `POST /hooks/EVENT` ahead of Starlette (the same answers as the route
+    `hookdoor.routes()` adds, with less on the way)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -107,6 +115,8 @@ def build_app(
         finally:
             if server.watcher is not None:
                 server.watcher.stop()
+            if hook_door is not None:
+                hook_door.close()
             server.ctx.close()
 
     app = Starlette(
@@ -120,4 +130,4 @@ def build_app(
         exception_handlers={TaskgateError: taskgate_error},
     )
     app.state.server = server
-    return HostGuard(app, server.gate)
+    return HostGuard(app, server.gate, hook_door)

@@ -254,7 +254,11 @@ def serve(
         probe, every = probe_for(ws)
         watcher = Watcher(probe, hub, interval=max(every, options.watch_interval))
         hook_secret = secret.load_or_create(directory / "hook-secret")
-        app = build_app(Server(ctx, gate, hub, watcher), extra_routes=hookdoor.routes(hook_secret))
+        app = build_app(
+            Server(ctx, gate, hub, watcher),
+            extra_routes=hookdoor.routes(hook_secret),
+            hook_door=hookdoor.HookDoor(hook_secret),  # the same door, ahead of Starlette
+        )
         atomic_write(
             info_path(directory),
             json.dumps(
