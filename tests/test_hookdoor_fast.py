@@ -174,3 +174,15 @@ def test_an_engine_step_records_the_same_through_both(impl: Repo, tmp_path: Path
     assert answers[True] == answers[False]
     assert added[True] == added[False]
     assert added[True], "the PostToolUse recorded nothing: the test lost its point"
+
+
+def test_the_server_imports_the_decision_before_the_first_call() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from taskgate.server import hookdoor; hookdoor.warm(); "
+            "print(sorted(m for m in sys.modules if m.startswith('taskgate.hooks.')))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout  # fmt: skip
+    for name in hookdoor.WARM:
+        assert f"'taskgate.hooks.{name}'" in out, (name, out)

@@ -254,6 +254,7 @@ def serve(
         probe, every = probe_for(ws)
         watcher = Watcher(probe, hub, interval=max(every, options.watch_interval))
         hook_secret = secret.load_or_create(directory / "hook-secret")
+        hookdoor.warm()  # the first hook call does not wait for the decision's imports
         app = build_app(
             Server(ctx, gate, hub, watcher),
             extra_routes=hookdoor.routes(hook_secret),
