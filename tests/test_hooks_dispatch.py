@@ -843,7 +843,7 @@ def test_a_new_baseline_reads_no_configuration(shared: Repo) -> None:
     state) reads them only when the configuration or the worktree's setup changed."""
     config = {"re", "tomllib", "taskgate.engine.config", "taskgate.engine.worktree_files"}
     effects_dir = shared.path / ".taskgate" / "effects"
-    cache = effects_dir / "unwatched.json"
+    cache = effects_dir / ".unwatched.json"
 
     def fresh_baseline() -> set[str]:
         for baseline in effects_dir.glob("*"):

@@ -43,11 +43,11 @@ def unwatched(repo: str, worktree: str, state_dir: str) -> list[str]:
 
     Reading them loads the configuration (tomllib, re) and the worktree module, about 35 ms
     on the first guarded call of every session (issue 18); so they are kept per worktree in
-    `<state dir>/effects/unwatched.json`, valid while taskgate.toml and the worktree's setup
+    `cache_path(state_dir)`, valid while taskgate.toml and the worktree's setup
     marker keep their stat signature (the same trust as the baselines beside it)."""
     from taskgate.hooks.jsonio import dumps, loads
 
-    cache = os.path.join(state_dir, "effects", "unwatched.json")
+    cache = cache_path(state_dir)
     sig = [_stat_sig(os.path.join(repo, "taskgate.toml")), _stat_sig(_marker_of(worktree))]
     try:
         with open(cache, "rb") as fh:
@@ -72,6 +72,14 @@ def unwatched(repo: str, worktree: str, state_dir: str) -> list[str]:
     except OSError:
         pass  # a cache only: the next call reads the configuration again
     return found
+
+
+def cache_path(state_dir: str) -> str:
+    """`<state dir>/effects/.unwatched.json`: beside the sessions' baselines, under a name no
+    session's baseline can have (hooks/context.safe_name never starts with a dot). It was
+    `unwatched.json`, which is also the baseline of a session named `unwatched`: each
+    overwrote the other."""
+    return os.path.join(state_dir, "effects", ".unwatched.json")
 
 
 def _stat_sig(path: str | None) -> list[int]:

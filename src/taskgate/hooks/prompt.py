@@ -42,6 +42,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
 
     from taskgate.hooks.policy import Layout
@@ -170,32 +171,27 @@ def _record(layout: Layout, session: str, prompt: str) -> str | None:
 
 def _presented(conn: Any, task: str, kind: str, loads: Any) -> bool:
     """engine/checkpoints.current_presentation(snap, kind) is not None: a presentation of
-    `kind` that no later event voided (`_voids` there: a new visit to the checkpoint's state,
-    an agent added for the plan, a change request of that kind), in event order."""
+    `kind` that no later event voided (protocol/recovery.shown, the engine's own reading),
+    and its row in the presentations table (snap.latest_presentation(kind))."""
+    from taskgate.protocol.recovery import shown
+
     rows = conn.execute(
         "SELECT kind, payload FROM events WHERE task = ? AND kind IN "
         "('presentation', 'transition', 'agent_added', 'change_request') ORDER BY seq DESC",
         (task,),
     )
-    wanted = "SYNTHESIS" if kind == "plan" else "AWAITING_USER_APPROVAL"
-    for event, payload in rows:
-        data = loads(payload)
-        if not isinstance(data, dict):
-            data = {}
-        if event == "presentation" and data.get("kind") == kind:
-            row = conn.execute(
-                "SELECT 1 FROM presentations WHERE task = ? AND kind = ? LIMIT 1", (task, kind)
-            ).fetchone()
-            return row is not None  # snap.latest_presentation(kind)
-        if event == "transition":
-            if data.get("to") == wanted:
-                return False
-        elif event == "agent_added":
-            if kind == "plan":
-                return False
-        elif event == "change_request" and data.get("kind") == kind:
-            return False
-    return False
+
+    def newest_first() -> Iterator[tuple[str, dict[str, Any]]]:
+        for event, payload in rows:
+            data = loads(payload)
+            yield event, data if isinstance(data, dict) else {}
+
+    if not shown(kind, newest_first()):
+        return False
+    row = conn.execute(
+        "SELECT 1 FROM presentations WHERE task = ? AND kind = ? LIMIT 1", (task, kind)
+    ).fetchone()
+    return row is not None
 
 
 def _open_invocations(conn: Any, task: str, loads: Any) -> bool:
