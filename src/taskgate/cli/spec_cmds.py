@@ -3,108 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from taskgate.cli.spec_run import agents_config_of, emit, report, run, where
 from taskgate.cli.spec_terminal import ask, interactive, responder
 from taskgate.errors import EXIT_HUMAN, EXIT_OK, Corrupted, Refused, UsageError
 
 if TYPE_CHECKING:
     from taskgate.spec.detect import Candidate
-    from taskgate.spec.loop import Outcome, Workflow
-    from taskgate.spec.state import SpecPaths, SpecState
-
-
-def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
-    if getattr(args, "json", False):
-        print(json.dumps(data, indent=2, sort_keys=True, default=str))
-    elif text:
-        print(text)
-
-
-def _where(args: argparse.Namespace) -> tuple[Path, Path]:
-    """(main worktree, git common dir) of the repository; the spec workflow needs no init."""
-    from taskgate.git import repo as gitrepo
-
-    start = args.repo if args.repo else Path.cwd()
-    if not start.exists():
-        raise UsageError(f"--repo {start} does not exist")
-    found = gitrepo.discover(start)
-    return found.main_worktree, found.common_dir
-
-
-# --- running and reporting -----------------------------------------------------------------
-
-
-def _agents_config(args: argparse.Namespace) -> dict[str, Any]:
-    """A new workflow's agents: the flags, else taskgate.toml's [spec] backend."""
-    from taskgate.spec.agents import agents_config
-    from taskgate.spec.backends import load_spec_config
-
-    script, command = getattr(args, "script", None), getattr(args, "agent_command", None)
-    configured = "scripted"
-    if not (script or command or args.demo):  # the demo never needs taskgate.toml
-        repo = _where(args)[0]
-        spec = load_spec_config(repo)
-        if not spec.declared:  # issue 17: never the canned demo agents by surprise
-            raise UsageError(
-                f"{repo / 'taskgate.toml'} has no [spec] section: no agents are configured to "
-                "write and review the specification",
-                hint='add to taskgate.toml: [spec] backend = "claude" (or "codex", "command" '
-                "with command = [...], see docs/spec.md), or pass --agent-command EXE; "
-                "--demo runs the canned demo agents and answers",
-            )
-        configured = spec.backend
-    return agents_config(script, command, demo=args.demo, configured=configured)
-
-
-def _workflow(paths: SpecPaths, state: SpecState, args: argparse.Namespace) -> Workflow:
-    from taskgate.spec.agents import SpecAgents, backend_from
-    from taskgate.spec.backends import SpecPlace
-    from taskgate.spec.loop import Workflow
-
-    notify = None if args.json else (lambda text: print(f"  {text}"))
-    backend = backend_from(state.agents, SpecPlace(_where(args)[0], paths))
-    return Workflow(paths, state, SpecAgents(backend), notify=notify)
-
-
-def _run(
-    args: argparse.Namespace, common: Path, paths: SpecPaths, state: SpecState, responder: Any
-) -> int:
-    from taskgate.spec.recovery import workflow_lock
-    from taskgate.spec.state import load_state, validate_state
-
-    with workflow_lock(common, paths.root.name):
-        # Another process may have moved the workflow on while we were not holding the lock:
-        # run from what is on disk now, checked again (R-SPC-16).
-        current = load_state(paths)
-        if current is None or validate_state(current):
-            raise Corrupted(
-                f"spec workflow {paths.root.name} changed while waiting for its lock",
-                hint=f"taskgate spec status {paths.root.name}, then resume it",
-            )
-        outcome = _workflow(paths, current, args).run(responder)
-    return _report(args, paths, outcome)
-
-
-def _report(args: argparse.Namespace, paths: SpecPaths, outcome: Outcome) -> int:
-    from taskgate.spec.loop import describe
-    from taskgate.spec.texts import pending_text
-
-    s = outcome.state
-    data = describe(s) | {"waiting": outcome.waiting, "spec": str(paths.spec)}
-    if outcome.waiting is None:
-        done = (
-            f"spec {s.feature_id}: {s.loop_status} ({s.termination_reason}) "
-            f"after {s.current_iteration} iteration(s)\n  spec: {paths.spec}"
-        )
-        if s.loop_status == "completed":
-            done += f"\n  report: {paths.report}\n  next: taskgate spec to-task {s.feature_id}"
-        _emit(args, data, done)
-        return EXIT_OK
-    _emit(args, data, pending_text(s))
-    return EXIT_HUMAN
 
 
 def _confirm_fresh(args: argparse.Namespace) -> bool:
@@ -130,7 +37,7 @@ def _start(
     from taskgate.spec.recovery import workflow_lock
     from taskgate.spec.state import load_state
 
-    cfg = _agents_config(args)
+    cfg = agents_config_of(args)
     with workflow_lock(common, "numbering", wait=True):
         paths = create(
             root,
@@ -144,7 +51,7 @@ def _start(
     assert state is not None
     if not args.json:
         print(f"spec {paths.root.name}: started in {paths.root}")
-    return _run(args, common, paths, state, responder(state, args.demo))
+    return run(args, common, paths, state, responder(state, args.demo))
 
 
 # --- commands ------------------------------------------------------------------------------
@@ -155,7 +62,7 @@ def cmd_new(args: argparse.Namespace) -> int:
     from taskgate.spec.detect import detect, specs_root
     from taskgate.spec.texts import resume_prompt
 
-    repo, common = _where(args)
+    repo, common = where(args)
     root = specs_root(repo)
     description = " ".join(args.description.split())
     if not description:
@@ -178,7 +85,7 @@ def cmd_new(args: argparse.Namespace) -> int:
             "index_path": str(best.paths.index),
             "others": [c.feature_id for c in others],
         }
-        _emit(
+        emit(
             args,
             data,
             resume_prompt(best, others) + "\nhint: taskgate spec new "
@@ -215,12 +122,12 @@ def _resume(
             state = adopt_orphan(
                 paths,
                 description,
-                agents=_agents_config(args),
+                agents=agents_config_of(args),
                 scripted=args.demo,
                 now=iso(system_clock()),
             )
     if state.loop_status in FINAL_STATUSES:  # R-SPC-09, C-59: report only
-        return _report(args, paths, Outcome(state))
+        return report(args, paths, Outcome(state))
     problems = validate_state(state)  # R-SPC-16: before any resume
     if problems:
         if not args.repair:
@@ -237,7 +144,7 @@ def _resume(
             f"resuming {candidate.feature_id} ({state.loop_status}, iteration "
             f"{state.current_iteration})"
         )
-    return _run(args, common, paths, state, responder(state, args.demo))
+    return run(args, common, paths, state, responder(state, args.demo))
 
 
 def _integrity_failure(
@@ -286,7 +193,7 @@ def _fresh(
             hint='start again with taskgate spec new "<description>" --fresh --yes',
         )
     if not remove_workflow(candidate.paths, confirmed=_confirm_fresh(args)):
-        _emit(args, {"fresh": False}, "nothing deleted; no phase started (R-SPC-17)")
+        emit(args, {"fresh": False}, "nothing deleted; no phase started (R-SPC-17)")
         return EXIT_OK
     root = candidate.paths.root.parent
     return _start(args, root, common, description, name or candidate.feature_id[4:])
@@ -296,7 +203,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     """`taskgate spec resume [ID]`: the named workflow, or the most recent interrupted one."""
     from taskgate.spec.detect import find, scan, specs_root
 
-    repo, common = _where(args)
+    repo, common = where(args)
     root = specs_root(repo)
     if args.id:
         return _resume(args, common, find(root, args.id), description=args.description or "")
@@ -318,7 +225,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
     from taskgate.spec.responders import Preset
     from taskgate.spec.state import copy_state, validate_state
 
-    repo, common = _where(args)
+    repo, common = where(args)
     candidate = find(specs_root(repo), args.id)
     fid, state = candidate.feature_id, candidate.state
     if state is None:
@@ -358,7 +265,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
             )
     args.repair = args.fresh = args.yes = False
     preset = Preset(answers, args.decision, responder(state, args.demo))
-    return _run(args, common, candidate.paths, state, preset)
+    return run(args, common, candidate.paths, state, preset)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -371,7 +278,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     if not args.id:
         return cmd_list(args)
-    repo, _ = _where(args)
+    repo, _ = where(args)
     candidate = find(specs_root(repo), args.id)
     s = candidate.state
     if s is None:
@@ -381,7 +288,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             "problem": candidate.problem or "no saved state (crash in A1, C-58)",
             "resume_point": "A1",
         }
-        _emit(args, data, f"{candidate.feature_id}: {data['problem']}; resumes at A1")
+        emit(args, data, f"{candidate.feature_id}: {data['problem']}; resumes at A1")
         return EXIT_OK
     point = resume_point(s, spec_exists=candidate.paths.spec.exists())
     problems = validate_state(s)
@@ -390,7 +297,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "integrity": problems,
         "paths": {"spec": str(candidate.paths.spec), "index": str(candidate.paths.index)},
     }
-    _emit(args, data, status_text(s, point, problems))
+    emit(args, data, status_text(s, point, problems))
     return EXIT_OK
 
 
@@ -399,14 +306,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     from taskgate.spec.detect import scan, specs_root
     from taskgate.spec.texts import list_row
 
-    repo, _ = _where(args)
+    repo, _ = where(args)
     rows = [list_row(c) for c in scan(specs_root(repo))]
     lines = [
         f"{r['feature_id']:<32} {r['loop_status'] or 'no state':<12} "
         f"it {r['current_iteration'] or '-'}  {r['termination_reason'] or ''}"
         for r in rows
     ]
-    _emit(args, rows, "\n".join(lines) or "no spec workflows in specs/")
+    emit(args, rows, "\n".join(lines) or "no spec workflows in specs/")
     return EXIT_OK
 
 
@@ -417,7 +324,7 @@ def cmd_to_task(args: argparse.Namespace) -> int:
     from taskgate.spec.detect import find, specs_root
     from taskgate.spec.totask import append_task, commit_blocker, commit_task, spec_files
 
-    repo, _ = _where(args)
+    repo, _ = where(args)
     candidate = find(specs_root(repo), args.id)
     # Decided before the edit: the person's own uncommitted todo.md edits are never committed.
     blocker = (
@@ -439,7 +346,7 @@ def cmd_to_task(args: argparse.Namespace) -> int:
             f"before 'taskgate start' (the task branch starts from the committed main):\n"
             f"  git add {' '.join(rels)} && git commit -m 'todo: add task {name}'"
         )
-    _emit(
+    emit(
         args,
         {
             "task": name,
