@@ -127,6 +127,30 @@ def approve_changes(repo: Repo, task: str) -> None:
     repo.ok("approve", task, "changes")
 
 
+def implement_to_presented_changes(repo: Repo, task: str, keep: Callable[[str], None]) -> None:
+    """An approved plan (SYNTHESIS) -> AWAITING_USER_APPROVAL with the change presented,
+    calling `keep(stage)` at each stop: IMPLEMENTATION, VALIDATION, REVIEW,
+    AWAITING_USER_APPROVAL, AWAITING_USER_APPROVAL-presented (PASSING_BUILD's validation)."""
+    repo.ok("transition", task, "IMPLEMENTATION")
+    keep("IMPLEMENTATION")
+    commit_in(repo.worktree(task), "src/auth/login.py", "def login():\n    pass\n",
+              "[agent:quality] login")  # fmt: skip
+    for agent in agents_of(repo, task):
+        why = () if agent == "quality" else ("--no-change", f"nothing for {agent} to do")
+        repo.ok("agent", "set", task, agent, "COMPLETE", "--done", *why)
+    repo.ok("transition", task, "VALIDATION")
+    keep("VALIDATION")
+    repo.ok("validate", task)
+    repo.ok("transition", task, "REVIEW")
+    keep("REVIEW")
+    for agent in agents_of(repo, task):
+        repo.ok("agent", "verdict", task, agent, "APPROVED")
+    repo.ok("transition", task, "AWAITING_USER_APPROVAL")
+    keep("AWAITING_USER_APPROVAL")
+    repo.ok("present", task)
+    keep("AWAITING_USER_APPROVAL-presented")
+
+
 def to_complete(repo: Repo, task: str) -> None:
     """... -> COMPLETE: change approval, archival, squash, ff-merge into main (issue 4)."""
     to_awaiting(repo, task)

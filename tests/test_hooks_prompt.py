@@ -24,9 +24,8 @@ from hypothesis import strategies as st
 from conftest import Repo, git, make_repo
 from flow import (
     PASSING_BUILD,
-    agents_of,
-    commit_in,
     copy_repo,
+    implement_to_presented_changes,
     write_reports,
 )
 from taskgate.engine import anchor, checkpoints, conversation
@@ -85,24 +84,7 @@ def states(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]
         repo.ok("present", TASK)
         keep("SYNTHESIS-presented")
         repo.ok("approve", TASK, "plan")
-        repo.ok("transition", TASK, "IMPLEMENTATION")
-        keep("IMPLEMENTATION")
-        commit_in(repo.worktree(TASK), "src/auth/login.py", "def login():\n    pass\n",
-                  "[agent:quality] login")  # fmt: skip
-        for agent in agents_of(repo, TASK):
-            why = () if agent == "quality" else ("--no-change", f"nothing for {agent} to do")
-            repo.ok("agent", "set", TASK, agent, "COMPLETE", "--done", *why)
-        repo.ok("transition", TASK, "VALIDATION")
-        keep("VALIDATION")
-        repo.ok("validate", TASK)
-        repo.ok("transition", TASK, "REVIEW")
-        keep("REVIEW")
-        for agent in agents_of(repo, TASK):
-            repo.ok("agent", "verdict", TASK, agent, "APPROVED")
-        repo.ok("transition", TASK, "AWAITING_USER_APPROVAL")
-        keep("AWAITING_USER_APPROVAL")
-        repo.ok("present", TASK)
-        keep("AWAITING_USER_APPROVAL-presented")
+        implement_to_presented_changes(repo, TASK, keep)
         yield kept
 
 

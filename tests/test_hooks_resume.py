@@ -22,7 +22,14 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from conftest import Repo, git, make_repo
-from flow import PASSING_BUILD, PLAN, agents_of, commit_in, copy_repo, write_reports
+from flow import (
+    PASSING_BUILD,
+    PLAN,
+    agents_of,
+    copy_repo,
+    implement_to_presented_changes,
+    write_reports,
+)
 from taskgate.hooks import dispatch, quick, resume
 from taskgate.hooks.install import default_program
 from taskgate.protocol.names import task_name_problem
@@ -95,24 +102,7 @@ def states(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]
                            if a not in agents_of(other, TASK))  # fmt: skip
                 other.ok("agent", "add", TASK, new, "--why", "user-facing form")
             kept[situation] = other.path
-        repo.ok("transition", TASK, "IMPLEMENTATION")
-        keep("IMPLEMENTATION")
-        commit_in(repo.worktree(TASK), "src/auth/login.py", "def login():\n    pass\n",
-                  "[agent:quality] login")  # fmt: skip
-        for agent in agents_of(repo, TASK):
-            why = () if agent == "quality" else ("--no-change", f"nothing for {agent} to do")
-            repo.ok("agent", "set", TASK, agent, "COMPLETE", "--done", *why)
-        repo.ok("transition", TASK, "VALIDATION")
-        keep("VALIDATION")
-        repo.ok("validate", TASK)
-        repo.ok("transition", TASK, "REVIEW")
-        keep("REVIEW")
-        for agent in agents_of(repo, TASK):
-            repo.ok("agent", "verdict", TASK, agent, "APPROVED")
-        repo.ok("transition", TASK, "AWAITING_USER_APPROVAL")
-        keep("AWAITING_USER_APPROVAL")
-        repo.ok("present", TASK)
-        keep("AWAITING_USER_APPROVAL-presented")
+        implement_to_presented_changes(repo, TASK, keep)
         repo.ok("approve", TASK, "changes")
         keep("AWAITING_USER_APPROVAL-approved")
         stopped = copy_repo(kept["IMPLEMENTATION"], root / "IMPLEMENTATION-stopped").path
