@@ -625,10 +625,13 @@ def http_rows(rounds: int, more_tasks: int = 0) -> None:
         burst = "HTTP, 200 calls back to back (Edit case)"
         for side in servers:
             rows[side + burst] = []
+        cpu = {side: -_cpu_s(server.pid) for side, (server, _, _, _) in servers.items()}
         for turn in range(200):
             for side, (_, port, secret, _) in list(servers.items())[:: -1 if turn % 2 else 1]:
                 the_edit = bodies[side]["Edit in the task worktree (snapshot read)"]
                 rows[side + burst].append(_post(port, "PreToolUse", the_edit, secret))
+        for side, (server, _, _, _) in servers.items():
+            cpu[side] = (cpu[side] + _cpu_s(server.pid)) / 200
     finally:
         for server, _, _, state in servers.values():
             _stop(server, state)
@@ -649,6 +652,17 @@ def http_rows(rounds: int, more_tasks: int = 0) -> None:
             command_row = "command: " + name.split("HTTP: ", 1)[1]
             ratio = f"{statistics.median(rows[command_row]) / median:11.1f}"
         print(f"{name:60} {median * 1000:8.2f} {median / base:9.2f} {ratio}")
+    print("server CPU (user+sys) per call of the 200-call burst: "
+          + ", ".join(f"{side or 'this tree: '}{cpu[side] * 1000:.2f} ms" for side in servers)
+          + " (its store watcher's polling included, the same code on both sides)")  # fmt: skip
+
+
+def _cpu_s(pid: int) -> float:
+    """user+sys seconds of process `pid` so far (all its threads)."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def effect_check(rounds: int) -> None:
