@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from conftest import Repo, git, make_repo
 from taskgate.cli.commands import cmd_todo
-from taskgate.engine import lifecycle, todo_fast
+from taskgate.engine import availability, todo_fast
 from taskgate.engine.core import SESSION_VARS
 from taskgate.errors import TaskgateError
 from taskgate.protocol import todo_scan
@@ -39,9 +39,9 @@ def test_copied_constants_are_the_engines() -> None:
     assert todo_fast.SESSION_VARS == SESSION_VARS
     assert {s.value for s in State} == todo_fast.STATES
     assert set(sqlite._TASK_COLUMNS) == todo_fast.TASK_COLUMNS
-    assert set(todo_fast._DONE_STATES) == lifecycle._DONE_STATES
-    assert todo_fast._CHANGELOG_TASK.pattern == lifecycle._CHANGELOG_TASK.pattern
-    assert todo_fast._CHANGELOG_TASK.flags == lifecycle._CHANGELOG_TASK.flags
+    assert set(todo_fast._DONE_STATES) == availability.DONE_STATES
+    assert todo_fast._CHANGELOG_TASK.pattern == availability.CHANGELOG_TASK.pattern
+    assert todo_fast._CHANGELOG_TASK.flags == availability.CHANGELOG_TASK.flags
 
 
 # -- todo_scan.headings: never a different answer than parse_todo --------------------------------

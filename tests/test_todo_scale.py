@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import Repo
-from taskgate.engine import lifecycle
+from taskgate.engine import availability, lifecycle
 from taskgate.engine.core import Engine
 from taskgate.engine.workspace import find_workspace
 from taskgate.store.base import Tx
@@ -35,9 +35,9 @@ def test_availability_matches_one_task_at_a_time(repo: Repo) -> None:
     try:
         batched = lifecycle.availability(engine)
         todo = engine.todo()
-        rows = lifecycle._rows(engine)  # full rows, each task selected on its own
-        done = lifecycle._done_names(engine, rows)
-        single = [lifecycle._selection(engine, e.name, e, rows.get(e.name), done, todo)
+        rows = availability.task_rows(engine)  # full rows, each task selected on its own
+        done = availability.done_names(engine, rows)
+        single = [availability.selection(engine, e.name, e, rows.get(e.name), done, todo)
                   for e in todo.tasks]  # fmt: skip
         with engine.store.read() as tx:
             heads = tx.task_heads()
@@ -60,7 +60,7 @@ def test_availability_matches_one_task_at_a_time(repo: Repo) -> None:
 def test_an_unreadable_tasks_root_is_asked_per_task(repo: Repo, tmp_path: Path) -> None:
     engine = Engine(find_workspace(repo.path), session_id="s", cwd=repo.path)
     try:
-        worktrees = lifecycle._Worktrees(engine)
+        worktrees = availability.Worktrees(engine)
         assert worktrees.dirs is not None and not worktrees.exists("alpha")
         worktrees.dirs = None  # as when listing the root fails
         (repo.path / ".taskgate" / "tasks" / "alpha" / "code").mkdir(parents=True)

@@ -2,14 +2,14 @@
 
 `output(args)` is the text `taskgate todo` prints, computed with os, re, sqlite3 and json
 (the engine's modules are not imported), or None when this path cannot vouch for the answer;
-the CLI then runs the command through the engine as before (lifecycle.availability), which
+the CLI then runs the command through the engine as before (availability.availability), which
 also reports every error. It answers the plain case: `todo` or `todo --json` with no other
 argument; the repository found as git/repo.discover finds it; a taskgate.toml of comments only
 (or none); an SQLite store with all its migrations and columns; a todo.md that
 protocol/todo_scan proves parses (in the documented layout with its fields), or that
 parse_todo parses; rows whose JSON columns hold what selection reads. Everything is read as
 the engine reads it; the decision is protocol/lockmatrix.decide (the body of
-selection.select) with lifecycle._selection's two overrides (abandoned, why blocked).
+selection.select) with availability.selection's two overrides (abandoned, why blocked).
 
 tests/test_todo_fast.py runs both paths on the same repositories (Hypothesis over todo.md,
 store rows, worktrees, changelog and session) and asserts byte-identical output, and that
@@ -38,7 +38,7 @@ TASK_COLUMNS = frozenset(
      "classification", "checkpoint", "lock_released_at", "cleanup_timestamp", "pending",
      "base_branch", "base_sha", "extra")
 )  # fmt: skip
-_DONE_STATES = ("COMPLETE", "CLEANUP")  # lifecycle._DONE_STATES
+_DONE_STATES = ("COMPLETE", "CLEANUP")  # availability.DONE_STATES
 # protocol/states.State's values (the test compares them): a lock is readable when its row's
 # state is one of them (core.current_state), without importing the enum.
 STATES = frozenset(
@@ -46,7 +46,7 @@ STATES = frozenset(
      "AWAITING_USER_APPROVAL", "SCOPE_NEGOTIATION", "COMPLETE", "CLEANUP")
 )  # fmt: skip
 _DONE_ROWS = "SELECT name FROM tasks WHERE state IN ('COMPLETE', 'CLEANUP')"
-_CHANGELOG_TASK = re.compile(r"^##[ \t]+([a-z0-9][a-z0-9._-]*):", re.MULTILINE)  # lifecycle's
+_CHANGELOG_TASK = re.compile(r"^##[ \t]+([a-z0-9][a-z0-9._-]*):", re.MULTILINE)  # availability's
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # not allowed in a TOML comment
 _ROWS = "SELECT name, state, session_id, lock_released_at FROM tasks"
 # Rows whose JSON columns say something, decoded one by one (most stores: none). A value of
@@ -189,7 +189,7 @@ def _listing(*, json_out: bool) -> str:
         conn.execute("BEGIN")
         rows = {r[0]: r for r in conn.execute(_ROWS)}
         odd = conn.execute(_ODD_ROWS).fetchall()
-        done = {r[0] for r in conn.execute(_DONE_ROWS)}  # lifecycle._done_names
+        done = {r[0] for r in conn.execute(_DONE_ROWS)}  # availability.done_names
         conn.execute("COMMIT")
     finally:
         conn.close()
@@ -211,7 +211,7 @@ def _listing(*, json_out: bool) -> str:
     reasons: dict[str, str] | None = None
     for index, name in enumerate(names):
         row = get(name)
-        # lifecycle._Worktrees.exists: False without a stat when the listing lacks the name
+        # availability.Worktrees.exists: False without a stat when the listing lacks the name
         worktree = exists(name) if dirs is None or name in dirs else False
         if row is not None and row[3] is None and name not in held:
             # Locked, nothing pending, nothing extra: most rows of a busy store.
@@ -224,7 +224,7 @@ def _listing(*, json_out: bool) -> str:
         if row is not None and name in held:
             pending, extra = held[name]
             if (pending is not None and type(pending) is not dict) or type(extra) is not dict:
-                raise _Unsure  # lifecycle._selection calls .get on them
+                raise _Unsure  # availability.selection calls .get on them
         lock = None if row is None or row[3] is not None else (row[2], row[1] in valid)
         done_row = row is not None and row[3] is not None and row[1] == "CLEANUP"
         missing: tuple[str, ...] = ()
@@ -243,11 +243,11 @@ def _listing(*, json_out: bool) -> str:
             name, session, lock, worktree, done_row, missing, unmet,
             bool(pending and pending.get("op") == "create_task_worktree"),
         )  # fmt: skip
-        if extra and extra.get("abandoned"):  # lifecycle._selection, issue 17
+        if extra and extra.get("abandoned"):  # availability.selection, issue 17
             reason = str(extra["abandoned"].get("reason", ""))
             availability, message = "abandoned", f"abandoned: {reason}".rstrip(": ")
         elif availability == "blocked":
-            if reasons is None:  # once per listing, as lifecycle.availability
+            if reasons is None:  # once per listing, as availability.availability
                 from taskgate.protocol.todo_deps import blocked_reasons_of
 
                 if quick is not None and quick.has_fields:
@@ -275,7 +275,7 @@ def _parse(text: str) -> Any:
 
 
 class _Worktrees:
-    """lifecycle._Worktrees: one listing of the tasks root, a stat only for listed names."""
+    """availability.Worktrees: one listing of the tasks root, a stat only for listed names."""
 
     def __init__(self, root: str) -> None:
         self.root = root
