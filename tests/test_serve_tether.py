@@ -201,3 +201,36 @@ def test_what_counts_as_a_server() -> None:
     assert not is_serve(["/v/bin/python", "-m", "taskgate", "status"])
     assert not is_serve(["/v/bin/python", "-m", "pytest", "-k", "taskgate", "serve"])
     assert not belongs(os.getpid(), Path(os.environ["HOME"]))  # pytest itself is no server
+
+
+def test_the_watcher_never_reopens_a_store_that_is_gone(tmp_path: Path) -> None:
+    """SQLite creates a missing `-shm` even for a read-only connection: a probe reopened while
+    `rm -rf` runs put `state.db-shm` back into the directory being removed. With the store
+    lost (`gone`), the watcher opens nothing; the same store and watcher without it create
+    the file (the test's own check)."""
+    import sqlite3
+
+    from taskgate.server.watch import Hub, SqliteProbe, Watcher
+
+    db = tmp_path / "state.db"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE tasks (name TEXT, seq INTEGER)")
+    conn.commit()
+    conn.close()  # the last connection: -wal and -shm are removed
+    shm = tmp_path / "state.db-shm"
+    assert not shm.exists()
+    for gone, creates in ((lambda: "state.db was removed", False), (None, True)):
+        opened: list[int] = []
+
+        def probe(opened: list[int] = opened) -> SqliteProbe:
+            opened.append(1)
+            return SqliteProbe(db, ())
+
+        watcher = Watcher(probe, Hub(), interval=0.01, gone=gone)
+        watcher.start()
+        deadline = time.monotonic() + (30 if creates else 1.0)  # 1 s: about 5 chances to open
+        while not shm.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        watcher.stop()
+        assert shm.exists() is creates and bool(opened) is creates, (gone, opened)

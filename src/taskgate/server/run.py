@@ -252,7 +252,7 @@ def serve(
         gate = Gate(token, allowed_hosts(options.host, port, extra))
         hub = Hub()
         probe, every = probe_for(ws)
-        watcher = Watcher(probe, hub, interval=max(every, options.watch_interval))
+        watcher = Watcher(probe, hub, interval=max(every, options.watch_interval), gone=tether.lost)
         hook_secret = secret.load_or_create(directory / "hook-secret")
         hookdoor.warm()  # the first hook call does not wait for the decision's imports
         app = build_app(

@@ -159,11 +159,21 @@ class Watcher:
     """The probing thread: publishes {"v", "tasks", "at"} on every change it sees."""
 
     def __init__(
-        self, probe_factory: Callable[[], Probe], hub: Hub, *, interval: float = 0.02
+        self,
+        probe_factory: Callable[[], Probe],
+        hub: Hub,
+        *,
+        interval: float = 0.02,
+        gone: Callable[[], object] | None = None,
     ) -> None:
         self._factory = probe_factory
         self._hub = hub
         self._interval = interval
+        # Truthy when the store the server started with is gone or replaced (server/tether.py):
+        # then no probe is opened again. SQLite creates a missing `-shm` even for a read-only
+        # connection, so a probe reopened while `rm -rf` runs puts a file back into the
+        # directory being removed (and makes the removal fail); the server stops anyway.
+        self._gone = gone
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors = 0
@@ -188,6 +198,9 @@ class Watcher:
         while not self._stop.is_set():
             try:
                 if probe is None:
+                    if self._gone is not None and self._gone():
+                        self._stop.wait(0.2)
+                        continue
                     probe = self._factory()
                     token, seqs = probe.token(), probe.task_seqs()
                 now = probe.token()
