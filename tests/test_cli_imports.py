@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import SRC, Repo
 
@@ -16,11 +17,14 @@ from conftest import SRC, Repo
 # (_datetime, _sqlite3) those re-export; signal, shlex: imported where used.
 # Fourth pass: urllib.parse and ipaddress: pathlib is imported through cli/pathlib_import; the
 # effect check's modules: no baseline can exist without <state>/effects (engine/core.step).
+# encodings.ascii: the store's and the views' key files are read as bytes (ascii_text);
+# taskgate.git.cmd: imported by git/repo.py on the first git command.
 NOT_IMPORTED = (
     "dataclasses", "inspect", "ast", "dis", "tokenize", "argparse", "gettext", "locale",
     "tomllib", "typing", "datetime", "sqlite3", "signal", "shlex",
     "urllib.parse", "ipaddress", "taskgate.hooks.quarantine", "taskgate.hooks.effects",
     "taskgate.hooks.context", "taskgate.hooks.policy", "taskgate.hooks.ignored",
+    "encodings.ascii", "taskgate.git.cmd",
 )  # fmt: skip
 
 
@@ -41,6 +45,7 @@ def test_a_transition_through_the_cli_imports_none_of_them(repo: Repo) -> None:
         "sys.meta_path.insert(0, Spy())\n"
         "from taskgate.cli.main import main\n"
         "code = main(['transition', 'add-login', 'REQUIREMENTS'])\n"
+        "code += main(['transition', 'add-login', 'CLASSIFIED', '--reason', 'back'])\n"
         "print(by, file=sys.stderr)\n"
         "print(code, sorted(m for m in watched if m in sys.modules))\n"
     )
@@ -52,7 +57,7 @@ def test_a_transition_through_the_cli_imports_none_of_them(repo: Repo) -> None:
         "a transition imports what the command path left out (issue 18); imported by: "
         + out.stderr  # use taskgate.dataclass_lite, typing under TYPE_CHECKING, or import late
     )
-    assert "REQUIREMENTS" in repo.ok("status", "add-login", cwd=wt).out
+    assert "CLASSIFIED" in repo.ok("status", "add-login", cwd=wt).out
 
 
 def test_the_c_modules_are_the_ones_the_stdlib_wrappers_reexport() -> None:
@@ -124,3 +129,47 @@ def test_a_plain_command_in_its_own_process_runs_without_the_cyclic_collector(
         "cmd_transition:True", "0", "after:True",  # in-process main()
     ], out.stderr  # fmt: skip
     assert "CLASSIFIED" in repo.ok("status", "add-login", cwd=wt).out
+
+
+def test_the_name_check_is_the_regex_it_replaced() -> None:
+    """protocol/names._well_formed is re.fullmatch of the pattern it replaced, on every string of
+    one or two characters from U+0000..U+00FF and on lengths around the limit of 64."""
+    import re
+
+    from taskgate.protocol.names import _well_formed
+
+    pattern = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+    chars = [chr(c) for c in range(256)] + ["\u0131", "\u212a", "\uff41"]
+    names = ["", *chars, *(a + b for a in chars for b in chars)]
+    names += [c * n for c in "a0.-_A" for n in (62, 63, 64, 65, 66)]
+    names += ["a" * 63 + "\n", "a\n", "ab" * 40, "x" * 64 + "y"]
+    wrong = [n for n in names if _well_formed(n) != (pattern.fullmatch(n) is not None)]
+    assert wrong == []
+
+
+def test_the_key_files_read_as_bytes_read_as_text_mode_did(tmp_path: Path) -> None:
+    """snapshot_splice.ascii_text (and read_generation) against open(encoding="ascii"): the same
+    text, universal newlines included, and the same UnicodeDecodeError on a non-ASCII byte."""
+    from taskgate.store.snapshot_splice import GEN_FILE, ascii_text, read_generation
+
+    cases = [
+        b"", b"12 key", b"12 key\n", b"12 key\r\n", b"12\r34 key", b"12 k\rey\r",
+        b"\r\n" * 150 + b"7 k", b"\r" * 199 + b"\n9 k", b" 3 a b\n", b"x" * 9000, b"5 k\xe9",
+        b"\xff", b"5 " + b"k" * 300,
+    ]  # fmt: skip
+    path = tmp_path / GEN_FILE
+    for data in cases:
+        path.write_bytes(data)
+        try:
+            with open(path, encoding="ascii") as handle:
+                whole: str | None = handle.read()
+            with open(path, encoding="ascii") as handle:
+                clock, _, key = handle.read(200).strip().partition(" ")
+            old = (int(clock), key) if clock.isdigit() and key else None
+        except UnicodeDecodeError:
+            whole = old = None
+        try:
+            new: str | None = ascii_text(data)
+        except UnicodeDecodeError:
+            new = None
+        assert (new, read_generation(str(tmp_path))) == (whole, old), data

@@ -7,7 +7,7 @@ from pathlib import Path
 from taskgate.engine.core import Engine, current_state
 from taskgate.fsutil import file_size, read_text
 from taskgate.git import repo as gitrepo
-from taskgate.git.cmd import git, ok
+from taskgate.git.repo import git, ok  # git.cmd imported on first use (issue 18)
 from taskgate.protocol import taskmd
 from taskgate.protocol.facts import AgentFacts, Approval, LogEntry, TaskFacts, Validation
 from taskgate.protocol.states import AgentStatus, ChangeType, Decision, RiskLevel, State

@@ -23,6 +23,7 @@ from taskgate.fsutil import atomic_write, read_json
 from taskgate.store.event_log import count_of, of_kinds, select
 from taskgate.store.records import TaskSnapshot
 from taskgate.store.snapshot import file_key as snapshot_file_key
+from taskgate.store.snapshot_splice import ascii_text
 
 TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
 if TYPE_CHECKING:
@@ -316,7 +317,7 @@ def _reusable(
     """(events it covers, its tool_usage entries' text) of the audit-trail.json written
     before, when it is provably the rendering of the store's first events; else None."""
     try:
-        key = key_path.read_text(encoding="ascii")
+        key = ascii_text(key_path.read_bytes())  # as read_text(encoding="ascii") reads it
         with open(path, "rb") as handle:  # the key of the file read, not of a path
             if key != snapshot_file_key(os.fstat(handle.fileno())):
                 return None

@@ -52,7 +52,7 @@ def _environment(extra: Mapping[str, str] | None) -> dict[str, str]:
     return env
 
 
-_LOCK = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+_LOCK = r"Unable to create '([^']+\.lock)': File exists"  # compiled on first use (issue 18)
 _IN_PROGRESS = (
     ("You have not concluded your merge", "merge"),
     ("rebase-merge directory", "rebase"),
@@ -65,7 +65,7 @@ _IN_PROGRESS = (
 def raise_if_busy(cmd: Sequence[str], result: Result, cwd: Path | str) -> None:
     """git's own lock file or an unfinished operation: GitBusy (exit 6) with what to do."""
     text = result.stderr + result.stdout
-    lock = _LOCK.search(text)
+    lock = re.search(_LOCK, text)
     if lock:
         path = lock.group(1)
         raise GitBusy(

@@ -10,7 +10,35 @@ from pathlib import Path
 
 from taskgate.dataclass_lite import dataclass
 from taskgate.errors import UsageError
-from taskgate.git.cmd import git, git_out, ok, split_z
+
+TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
+if TYPE_CHECKING:
+    from taskgate.git.cmd import git as git
+    from taskgate.git.cmd import git_out as git_out
+    from taskgate.git.cmd import ok as ok
+    from taskgate.git.cmd import split_z as split_z
+else:  # git.cmd (with taskgate.process) is imported on the first git command: a plain
+    # transition runs none, and importing them was 0.3 ms of it (issue 18)
+
+    def git(*args, **kwargs):
+        from taskgate.git.cmd import git
+
+        return git(*args, **kwargs)
+
+    def git_out(*args, **kwargs):
+        from taskgate.git.cmd import git_out
+
+        return git_out(*args, **kwargs)
+
+    def ok(*args, **kwargs):
+        from taskgate.git.cmd import ok
+
+        return ok(*args, **kwargs)
+
+    def split_z(text):
+        from taskgate.git.cmd import split_z
+
+        return split_z(text)
 
 
 @dataclass(frozen=True)
