@@ -167,8 +167,9 @@ def both(monkeypatch: pytest.MonkeyPatch) -> Callable[[Path, Path, str], tuple[s
     real = prompt.record
     taken: list[bool] = []
 
-    def spied(data: dict[str, Any], text: str) -> str | None:
-        answer = real(data, text)
+    def spied(data: dict[str, Any], text: str, found: Any = None) -> str | None:
+        assert found, "the workspace holds_no_task found is passed on (one discovery)"
+        answer = real(data, text, found)
         taken.append(answer is not None)
         return answer
 
@@ -176,7 +177,7 @@ def both(monkeypatch: pytest.MonkeyPatch) -> Callable[[Path, Path, str], tuple[s
         taken.clear()
         monkeypatch.setattr(prompt, "record", spied)
         fast = _send(quick, text)
-        monkeypatch.setattr(prompt, "record", lambda data, text: None)
+        monkeypatch.setattr(prompt, "record", lambda data, text, found=None: None)
         slow = _send(engine, text)
         return fast, slow, any(taken)
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
     from taskgate.engine.core import Engine
+    from taskgate.hooks.policy import Layout
     from taskgate.hooks.shell import Analysis
     from taskgate.store.records import TaskRow
 
@@ -305,11 +306,12 @@ def user_prompt_submit(data: dict[str, Any]) -> dict[str, Any] | None:
         return _context_output("UserPromptSubmit", note)
     from taskgate.hooks.quick import holds_no_task
 
-    if holds_no_task(data):
+    found: list[Layout | None] = []  # the workspace, discovered once for both
+    if holds_no_task(data, found):
         return None  # nothing to record: answered without the engine (issue 18)
     from taskgate.hooks.prompt import record
 
-    text = record(data, prompt)  # an interruption: recorded and anchored without the engine
+    text = record(data, prompt, found)  # an interruption: recorded and anchored without the engine
     if text is not None:
         return _context_output("UserPromptSubmit", text) if text else None
     from taskgate.hooks.record import handle_prompt

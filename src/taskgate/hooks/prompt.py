@@ -54,9 +54,12 @@ _CHECKPOINT_KIND = {"SYNTHESIS": "plan", "AWAITING_USER_APPROVAL": "changes"}
 _DOOR_RECORD_VAR = "TASKGATE_DOOR_RECORD"  # engine/core.DOOR_RECORD_VAR
 
 
-def record(data: dict[str, Any], prompt: str) -> str | None:
+def record(
+    data: dict[str, Any], prompt: str, found: list[Layout | None] | None = None
+) -> str | None:
     """The additional context for the person's `prompt` ("" for nothing to say), or None when
-    the engine's path must answer it (nothing was written then)."""
+    the engine's path must answer it (nothing was written then). `found`: the workspace
+    hooks/quick.holds_no_task found for the same `data` (else it is discovered here)."""
     from taskgate.hooks.quick import _engine_path, workspace
 
     if not prompt.strip():
@@ -66,7 +69,7 @@ def record(data: dict[str, Any], prompt: str) -> str | None:
     if os.environ.get(_DOOR_RECORD_VAR):
         return None
     try:
-        layout = workspace(data["cwd"])
+        layout = found[0] if found else workspace(data["cwd"])
     except LookupError:
         return None
     if layout is None:

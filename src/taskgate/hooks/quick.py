@@ -198,14 +198,17 @@ def session_start(data: dict[str, Any]) -> str | None:
         return None
 
 
-def holds_no_task(data: dict[str, Any]) -> bool:
+def holds_no_task(data: dict[str, Any], found: list[Layout | None] | None = None) -> bool:
     """True when the session provably holds no task (or `cwd` is in no workspace): the hook
     snapshot has a line per held lock, by session (store/snapshot.py): no SQLite is needed;
-    without a usable snapshot, or on PostgreSQL, False (the engine's path decides)."""
+    without a usable snapshot, or on PostgreSQL, False (the engine's path decides). The
+    workspace found is appended to `found` (hooks/prompt.record takes it: one discovery)."""
     try:
         layout = workspace(data["cwd"])
     except LookupError:
         return True
+    if found is not None:
+        found.append(layout)
     if layout is None:
         return False
     from taskgate.hooks.jsonio import loads
