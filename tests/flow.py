@@ -173,6 +173,17 @@ def copy_repo(src: Path, dest: Path) -> Repo:
     return Repo(dest)
 
 
+def module_home(mp: pytest.MonkeyPatch, factory: pytest.TempPathFactory) -> None:
+    """A HOME of its own with a git identity, for module fixtures (they run outside the
+    per-test hermetic HOME of conftest.py); `mp` undoes it when its context ends."""
+    home = factory.mktemp("home")
+    mp.setenv("HOME", str(home))
+    mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = T\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n"
+    )
+
+
 @contextmanager
 def implementation_template(
     factory: pytest.TempPathFactory, name: str, task: str, *, second: bool = True
@@ -181,12 +192,7 @@ def implementation_template(
     fix-typo held by session s2; built under a HOME of its own (module fixtures run outside
     the per-test hermetic one). Tests copy it with copy_repo."""
     with pytest.MonkeyPatch.context() as mp:
-        home = factory.mktemp("home")
-        mp.setenv("HOME", str(home))
-        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        (home / ".gitconfig").write_text(
-            "[user]\n\tname = T\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n"
-        )
+        module_home(mp, factory)
         repo = make_repo(factory.mktemp(name) / "repo")
         to_implementation(repo, task)
         if second:

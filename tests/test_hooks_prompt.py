@@ -26,6 +26,7 @@ from flow import (
     PASSING_BUILD,
     copy_repo,
     implement_to_presented_changes,
+    module_home,
     write_reports,
 )
 from taskgate.engine import anchor, checkpoints, conversation
@@ -58,12 +59,7 @@ PROMPTS = [
 def states(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     """One repository driven through the protocol, copied aside at each state."""
     with pytest.MonkeyPatch.context() as mp:
-        home = tmp_path_factory.mktemp("home")
-        mp.setenv("HOME", str(home))
-        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        (home / ".gitconfig").write_text(
-            "[user]\n\tname = T\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n"
-        )
+        module_home(mp, tmp_path_factory)
         root = tmp_path_factory.mktemp("states")
         repo = make_repo(root / "work", config=PASSING_BUILD)
         kept: dict[str, Path] = {}

@@ -28,6 +28,7 @@ from flow import (
     agents_of,
     copy_repo,
     implement_to_presented_changes,
+    module_home,
     write_reports,
 )
 from taskgate.hooks import dispatch, quick, resume
@@ -60,13 +61,8 @@ def states(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]
     """One repository driven through the protocol, copied aside at each state and at each
     checkpoint situation the hint tells apart."""
     with pytest.MonkeyPatch.context() as mp:
-        home = tmp_path_factory.mktemp("home")
-        mp.setenv("HOME", str(home))
-        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        module_home(mp, tmp_path_factory)
         mp.setenv("TASKGATE_FAKE_NOW", NOW)
-        (home / ".gitconfig").write_text(
-            "[user]\n\tname = T\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n"
-        )
         root = tmp_path_factory.mktemp("states")
         repo = make_repo(root / "work", config=PASSING_BUILD)
         kept: dict[str, Path] = {}
