@@ -19,12 +19,17 @@ from conftest import SRC, Repo
 # effect check's modules: no baseline can exist without <state>/effects (engine/core.step).
 # encodings.ascii: the store's and the views' key files are read as bytes (ascii_text);
 # taskgate.git.cmd: imported by git/repo.py on the first git command.
+# Fifth pass: json (taskgate.json_lite drives json's C scanner), re and fnmatch (pathlib through
+# cli/pathlib_import, protocol/taskmd reads the plan section with str methods, guards load
+# protocol/substance and filekinds on the first diff check).
 NOT_IMPORTED = (
     "dataclasses", "inspect", "ast", "dis", "tokenize", "argparse", "gettext", "locale",
     "tomllib", "typing", "datetime", "sqlite3", "signal", "shlex",
     "urllib.parse", "ipaddress", "taskgate.hooks.quarantine", "taskgate.hooks.effects",
     "taskgate.hooks.context", "taskgate.hooks.policy", "taskgate.hooks.ignored",
     "encodings.ascii", "taskgate.git.cmd",
+    "json", "json.decoder", "json.encoder", "re", "fnmatch", "taskgate.protocol.substance",
+    "taskgate.protocol.filekinds",
 )  # fmt: skip
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import SRC
 
@@ -76,3 +77,70 @@ def test_nothing_is_done_when_pathlib_or_urllib_is_already_loaded() -> None:
     )
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
+
+
+# Fifth pass: re and fnmatch are lazy stand-ins while pathlib is imported, nt and _winapi are
+# None (not Windows). What pathlib does with them must not change, and afterwards pathlib and
+# everyone else hold the real modules.
+GLOB_REPORT = (
+    "import pathlib, sys\n"
+    "loaded_before = sorted(m for m in ('re', 'fnmatch', 'nt', '_winapi') if m in sys.modules)\n"
+    "root = pathlib.Path(sys.argv[1])\n"
+    "P, W = pathlib.PurePosixPath, pathlib.PureWindowsPath\n"
+    "out = {'before': loaded_before,\n"
+    "    'glob': sorted(str(p.relative_to(root)) for p in root.glob('**/*.py')),\n"
+    "    'rglob': sorted(str(p.relative_to(root)) for p in root.rglob('[ab]*')),\n"
+    "    'match': [P('a/b.py').match('*.py'), W('A/B.PY').match('*.py'),\n"
+    "              P('a/B.py').match('b.*'), P('x/y/z.txt').match('y/*.t?t'),\n"
+    "              W('C:/a/b').match('c:/A/*')],\n"
+    "    'win': [str(W('c:/a/../b')), W('//srv/share/x').drive, W('C:/x').is_absolute(),\n"
+    "            W('nul').is_reserved(), str(W('a/b').with_suffix('.c'))]}\n"
+    "import fnmatch, ntpath, re\n"
+    "out['real'] = [pathlib.re is re, pathlib.fnmatch is fnmatch, hasattr(re, 'compile'),\n"
+    "               sys.modules['re'] is re, sys.modules['fnmatch'] is fnmatch,\n"
+    "               pathlib.ntpath is ntpath]\n"
+    "out['left'] = [m for m in ('nt', '_winapi') if m in sys.modules]\n"
+    "out['ntpath'] = sorted(vars(ntpath).keys() - {'__cached__', '__loader__', '__spec__'})\n"
+    "out['abspath'] = [ntpath.abspath('a\\\\b'), ntpath.realpath('c:/x'),\n"
+    "                  ntpath.isdir(sys.argv[1])]\n"
+    "import json\n"
+    "print(json.dumps(out))\n"
+)
+
+
+def _glob_run(prelude: str, root: Path) -> dict[str, object]:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    out = subprocess.run(
+        [sys.executable, "-c", prelude + GLOB_REPORT, str(root)],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    result: dict[str, object] = json.loads(out.stdout)
+    return result
+
+
+def test_pathlib_without_re_and_fnmatch_globs_and_matches_the_same(tmp_path: Path) -> None:
+    for name in ("a.py", "b/c.py", "b/a.txt", "d/e/f.py", "ab", ".a.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    ordinary = _glob_run("", tmp_path)
+    fast = _glob_run(
+        "from taskgate.cli.pathlib_import import import_pathlib\nimport_pathlib()\n", tmp_path
+    )
+    assert ordinary["before"] == ["fnmatch", "re"]
+    assert fast["before"] == []  # nothing of them loaded for pathlib itself
+    for key in ("glob", "rglob", "match", "win", "ntpath", "abspath"):
+        assert fast[key] == ordinary[key], key
+    assert fast["real"] == ordinary["real"] == [True] * 6
+    assert fast["left"] == ordinary["left"] == []
+
+
+def test_a_stand_in_someone_else_took_answers_as_the_real_module() -> None:
+    """Another module that took a stand-in while pathlib was imported (none does on 3.11)
+    reads the real module's names from it once the real module is loaded."""
+    import fnmatch
+
+    from taskgate.cli.pathlib_import import _lazy
+
+    stand_in = _lazy("fnmatch")
+    assert stand_in.fnmatchcase("ab", "a*") is True
+    assert vars(stand_in)["translate"] is fnmatch.translate

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from taskgate import failpoints
+from taskgate.json_lite import loads
 
 TYPE_CHECKING = False  # typing stays unimported on the command path (issue 18)
 if TYPE_CHECKING:
@@ -56,6 +56,8 @@ def remove_stale_temps(path: Path) -> list[str]:
 
 def atomic_write_json(path: Path, data: Any, *, durable: bool = True) -> None:
     """Atomically write pretty, key-sorted JSON with a trailing newline."""
+    import json
+
     text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     atomic_write(path, text, durable=durable)
 
@@ -63,7 +65,7 @@ def atomic_write_json(path: Path, data: Any, *, durable: bool = True) -> None:
 def read_json(path: Path) -> Any:
     """Parsed JSON, or None when the file is missing or does not parse (views are re-rendered)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -48,6 +47,8 @@ def _progress_line(line: str) -> None:
 def emit(args: argparse.Namespace, data: Any, text: str) -> None:
     """Print JSON with --json, else the human text."""
     if getattr(args, "json", False):
+        import json
+
         print(json.dumps(data, indent=2, sort_keys=True, default=str))
     elif text:
         print(text)

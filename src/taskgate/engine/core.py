@@ -61,13 +61,13 @@ DOOR_RECORD_VAR = "TASKGATE_DOOR_RECORD"
 
 def door_record_from_env() -> JSON | None:
     """The agent door's record when this process is the door's child, else None."""
-    import json
-
     raw = os.environ.get(DOOR_RECORD_VAR)
     if not raw or os.environ.get("TASKGATE_AGENT") != "agent-door":
         return None
+    from taskgate.json_lite import loads
+
     try:
-        data = json.loads(raw)
+        data = loads(raw)
     except ValueError:
         return None
     return data if isinstance(data, dict) else None

@@ -96,10 +96,10 @@ def _lines(entry: dict[str, Any], prev: str) -> bytes:
 
 def _verified(raw: bytes) -> dict[str, Any] | None:
     """A line's content when it parses and its hash is its own, else None."""
-    import json
+    from taskgate.json_lite import loads
 
     try:
-        entry = json.loads(raw)
+        entry = loads(raw)
     except (ValueError, UnicodeDecodeError):
         return None
     if not isinstance(entry, dict) or entry.get("v") != VERSION:

@@ -11,15 +11,15 @@ a line per rendering (engine/store_record.py).
 
 from __future__ import annotations
 
-import json
 import os
-from json.encoder import encode_basestring as _escape
 from pathlib import Path
 
 from taskgate import failpoints
 from taskgate.engine import store_record
 from taskgate.engine.workspace import Workspace
 from taskgate.fsutil import atomic_write, read_json
+from taskgate.json_lite import escape as _escape
+from taskgate.json_lite import loads as _loads
 from taskgate.store.event_log import count_of, of_kinds, select
 from taskgate.store.records import TaskSnapshot
 from taskgate.store.snapshot import file_key as snapshot_file_key
@@ -87,6 +87,8 @@ def pretty_json(value: Any, indent: str = "\n") -> str:
         return _CONSTANTS[value]
     elif kind is int:
         return int.__repr__(value)
+    import json
+
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
     return text.replace("\n", indent)
 
@@ -95,7 +97,7 @@ def _write_changed(path: Path, data: dict[str, Any]) -> None:
     """Write a view unless the file holds exactly this content at an earlier `_seq`."""
     try:
         old = path.read_text(encoding="utf-8")
-        seq = json.loads(old).get("_seq")
+        seq = _loads(old).get("_seq")
     except (OSError, ValueError, AttributeError):
         seq = None
     if (

@@ -14,14 +14,41 @@ from taskgate.protocol.states import (
     Decision,
     State,
 )
-from taskgate.protocol.substance import (
-    committed_work,
-    doc_only_change,
-    substantive_change,
-    validated_change,
-)
 from taskgate.protocol.taskmd import missing_sections, report_problem
 from taskgate.protocol.violations import Violation
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from taskgate.protocol.substance import (
+        committed_work,
+        doc_only_change,
+        substantive_change,
+        validated_change,
+    )
+else:  # protocol/substance.py (with filekinds, re and fnmatch) is loaded by the first guard
+    # that looks at the diff: the guards of a move back or of an early phase never do, and
+    # loading them was about 1 ms of such a transition (issue 18, fifth pass)
+
+    def committed_work(f):
+        from taskgate.protocol.substance import committed_work
+
+        return committed_work(f)
+
+    def doc_only_change(f):
+        from taskgate.protocol.substance import doc_only_change
+
+        return doc_only_change(f)
+
+    def substantive_change(f):
+        from taskgate.protocol.substance import substantive_change
+
+        return substantive_change(f)
+
+    def validated_change(f):
+        from taskgate.protocol.substance import validated_change
+
+        return validated_change(f)
+
 
 Guard = Callable[[TaskFacts], list[Violation]]
 

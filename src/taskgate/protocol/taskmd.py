@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import re
-
 from taskgate.protocol.states import MIN_REPORT_BYTES, TASK_MD_SECTIONS
 
-_PLAN_HEADING = re.compile(r"^##[ \t]+.*implementation plan.*$", re.IGNORECASE | re.MULTILINE)
-_LEVEL2 = re.compile(r"^##[ \t]", re.MULTILINE)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+# What plan_section finds, as the regexes it used (issue 18, fifth pass: it now reads the text
+# with str methods, without importing `re`; tests/test_taskmd.py compares both):
+PLAN_HEADING = r"^##[ \t]+.*implementation plan.*$"  # re.IGNORECASE | re.MULTILINE
+LEVEL2 = r"^##[ \t]"  # re.MULTILINE
 
 # R-DOC-11: the six plan components, each matched by any of its spellings.
 PLAN_COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -21,13 +25,35 @@ PLAN_COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 def plan_section(task_md: str) -> str | None:
-    """The `## ... Implementation Plan ...` section up to the next level-2 heading, or None."""
-    match = _PLAN_HEADING.search(task_md)
-    if match is None:
-        return None
-    following = _LEVEL2.search(task_md, match.end())
-    end = following.start() if following else len(task_md)
-    return task_md[match.start() : end]
+    """The `## ... Implementation Plan ...` section up to the next level-2 heading, or None:
+    from the first line matching PLAN_HEADING to the next line matching LEVEL2."""
+    for start, end in _level2_lines(task_md, 0):
+        if _names_the_plan(task_md[start + 3 : end]):
+            following = next(_level2_lines(task_md, end + 1), None) if end < len(task_md) else None
+            return task_md[start : len(task_md) if following is None else following[0]]
+    return None
+
+
+def _level2_lines(text: str, start: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line from the line starting at `start` on that starts with "##"
+    and a space or a tab (LEVEL2): lines as re.MULTILINE sees them, each beginning at the
+    text's start or just after a "\n" and ending before its "\n"."""
+    while True:
+        end = text.find("\n", start)
+        if text.startswith("##", start) and text[start + 2 : start + 3] in (" ", "\t"):
+            yield start, len(text) if end < 0 else end
+        if end < 0:
+            return
+        start = end + 1
+
+
+def _names_the_plan(rest: str) -> bool:
+    """`.*implementation plan.*` under re.IGNORECASE matches `rest` (a line after its "## ")."""
+    if rest.isascii():  # re.IGNORECASE on ASCII text: the letters' ASCII cases, as lower()
+        return "implementation plan" in rest.lower()
+    import re  # non-ASCII letters that re takes for i (U+0130, U+0131): re decides
+
+    return re.search("implementation plan", rest, re.IGNORECASE) is not None
 
 
 def plan_hash(task_md: str | None) -> str | None:
@@ -81,13 +107,15 @@ def add_stakeholder(task_md: str, task: str, agent: str) -> str:
     """task.md with a placeholder for `agent` at the end of `## Stakeholder Agent Reports`
     (R-AGT-22: an added agent belongs on the stakeholder list). Other sections, the plan
     among them, stay byte-identical, so the plan hash does not move."""
+    import re
+
     if re.search(rf"^###[ \t]+{re.escape(agent)}[ \t]*$", task_md, re.MULTILINE):
         return task_md
     heading = re.search(r"^## Stakeholder Agent Reports[ \t]*$", task_md, re.MULTILINE)
     entry = f"### {agent}\n\n_pending: {task}-{agent}-requirements.md_\n\n"
     if heading is None:
         return task_md.rstrip("\n") + f"\n\n## Stakeholder Agent Reports\n\n{entry}"
-    following = _LEVEL2.search(task_md, heading.end())
+    following = re.compile(LEVEL2, re.MULTILINE).search(task_md, heading.end())
     at = following.start() if following else len(task_md)
     before = task_md[:at].rstrip("\n") + "\n\n"
     return before + entry + task_md[at:]

@@ -8,7 +8,6 @@ queries a transaction runs are SqliteTx's, in store/sqlite_tx.py (re-exported he
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -17,6 +16,7 @@ from pathlib import Path
 from taskgate import failpoints
 from taskgate.errors import SchemaDamaged, from_sqlite_error
 from taskgate.fsutil import atomic_write
+from taskgate.json_lite import loads
 from taskgate.store import snapshot, snapshot_clock, snapshot_splice
 from taskgate.store.base import Store, StoreCorrupt, Tx
 from taskgate.store.schema import MIGRATIONS
@@ -258,7 +258,7 @@ class SqliteStore(Store):
             spliced, gen = None, snapshot_splice.generation(c)
             if patch is not None:  # the step's tasks only (issue 18)
                 previous, clocks, names = patch
-                spliced = snapshot_splice.patched(previous, clocks, c, set(names), json.loads)
+                spliced = snapshot_splice.patched(previous, clocks, c, set(names), loads)
             top = snapshot.last_seq(c)
             state_dir = str(self.snapshot_path.parent)
             if snapshot.ahead(snapshot.seen(state_dir, (snapshot.SEQ_FILE,)), top):
@@ -273,9 +273,9 @@ class SqliteStore(Store):
                 self._vouch(gen)
                 return "written"
             try:  # SQLite builds the task lines: about 8 ms at 10,000 tasks (issue 18)
-                text = snapshot.file_text(c, json.loads)
+                text = snapshot.file_text(c, loads)
             except ValueError:  # a row that would break a line: render says which
-                text = snapshot.render(snapshot.collect(c, json.loads))
+                text = snapshot.render(snapshot.collect(c, loads))
             try:
                 current: str | None = self.snapshot_path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):

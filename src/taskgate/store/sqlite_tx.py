@@ -9,10 +9,9 @@ run the same statements with `%s` placeholders.
 
 from __future__ import annotations
 
-import json
-
 from taskgate.dataclass_lite import field_names
 from taskgate.errors import SchemaDamaged
+from taskgate.json_lite import loads, scan_once
 from taskgate.store import canon, snapshot
 from taskgate.store.base import Conflict, StoreCorrupt, TaskSummary, Tx
 from taskgate.store.records import (
@@ -44,25 +43,22 @@ _TASK_COLUMNS = field_names(TaskRow)
 _JSON_TASK_FIELDS = {"required_agents", "classification", "checkpoint", "pending", "extra"}
 
 
-def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+# json.dumps(value, sort_keys=True, separators=(",", ":")), through json's C encoder (issue 18)
+_dump = canon.compact
 
 
 def _load(text: str | None) -> Any:
     """json.loads(text), or None for NULL. A column taskgate wrote holds one JSON value with no
     whitespace around it: the C scanner decodes that without json.loads' per-call overhead
     (3x faster; issue 18: a task's 2,000 events are decoded on every step); anything else
-    goes to json.loads, which decodes it or raises as before."""
+    goes to json.loads (json_lite.loads), which decodes it or raises as before."""
     if text is None:
         return None
     try:
-        value, end = _scan(text, 0)
-    except (StopIteration, TypeError):
-        return json.loads(text)
-    return value if end == len(text) else json.loads(text)
+        value, end = scan_once(text, 0)
+    except Exception:  # no value at 0, not a str, or an error: json's own verdict
+        return loads(text)
+    return value if end == len(text) else loads(text)
 
 
 _EVENT_COLUMNS = "task, at, kind, payload, prev_hash, hash, seq"
@@ -140,7 +136,7 @@ class SqliteTx(Tx):
         out: list[TaskSummary] = []
         for r in self._c.execute(query):
             try:
-                agents = json.loads(r[5])
+                agents = loads(r[5])
             except (ValueError, TypeError) as exc:
                 raise StoreCorrupt(f"task row {r[0]!r} does not parse: {exc}") from exc
             out.append((r[0], r[1], r[2], r[3], r[4], agents, r[6]))
@@ -154,7 +150,7 @@ class SqliteTx(Tx):
         out: list[TaskHead] = []
         for name, state, session, released, pending, extra in self._c.execute(query):
             try:
-                extras = {} if extra == "{}" else json.loads(extra)  # most rows: nothing extra
+                extras = {} if extra == "{}" else loads(extra)  # most rows: nothing extra
                 out.append(TaskHead(name, state, session, released, _load(pending), extras))
             except (ValueError, TypeError) as exc:
                 raise StoreCorrupt(f"task row {name!r} does not parse: {exc}") from exc
