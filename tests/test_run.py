@@ -357,8 +357,7 @@ def test_ctrl_c_ends_running_agents_and_the_task_resumes(tmp_path: Path) -> None
         text=True,
     )
     # Ctrl-C once the whole batch runs (six agents, RUNNING at a time: the rest stay queued).
-    # An agent still being started at that moment is another case: the pool's clean-up
-    # (orchestrator/pool.py) may end before it starts, and the run then waits for it.
+    # An agent still being started at that moment: tests/test_run_interrupt.py.
     deadline = time.monotonic() + 180  # a bound for a loaded machine, not a speed claim
     while len(_agents(agent)) < RUNNING:
         if proc.poll() is not None or time.monotonic() > deadline:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 
 from taskgate import failpoints
@@ -80,17 +79,12 @@ class AgentPool:
             )
         self.engine.flush_views()  # the agents (and their hooks) read current views
         with ThreadPoolExecutor(max_workers=max(1, self.parallel)) as pool:
+            futures = [pool.submit(_start, request) for request in requests]
             try:
-                results = list(pool.map(invoke, requests))
+                results = [future.result() for future in futures]
             except KeyboardInterrupt:
-                # Ctrl-C reaches this thread only: drop the queued invocations and end the
-                # running agents' process groups, so the pool shuts down now instead of at
-                # their timeout. Their rows stay WORKING; `taskgate run` re-invokes them.
-                pool.shutdown(wait=False, cancel_futures=True)
-                for _ in range(20):  # a worker may have been starting an agent just then
-                    if not end_child_sessions():
-                        break
-                    time.sleep(0.05)
+                # Their rows stay WORKING; `taskgate run` re-invokes them.
+                _end_workers(futures)
                 raise
         failpoints.hit("run:after-invoke")  # agents' work done, nothing recorded yet
         pairs = [
@@ -284,6 +278,30 @@ class AgentPool:
             ),
             hint=f"after fixing taskgate.toml: taskgate run {self.task}",
         )
+
+
+def _start(request: AgentRequest) -> AgentResult:
+    """One worker's invocation (a thread of the pool)."""
+    failpoints.wait(f"pool:start:{request.mode.value}:{request.agent}")  # tests: still starting
+    return invoke(request)
+
+
+def _end_workers(futures: Sequence[Future[AgentResult]]) -> None:
+    """Ctrl-C reaches the main thread only: drop the queued invocations and end the agents'
+    process groups until every worker is done, so the run ends now and not at an agent's
+    timeout. Until then, not once: a worker that was still starting its agent (the request,
+    the sandbox) starts it after any single pass, and that agent is ended by the next one."""
+    for future in futures:
+        future.cancel()  # a queued invocation never starts
+    end_child_sessions()
+    failpoints.wait("pool:interrupted")  # tests: the held agent starts after the first pass
+    pending = [f for f in futures if not f.done()]
+    while pending:
+        try:
+            pending = list(wait(pending, timeout=0.05).not_done)
+            end_child_sessions()  # a second Ctrl-C does not stop the clean-up half-way
+        except KeyboardInterrupt:
+            continue
 
 
 def _escaped(result: AgentResult) -> str:
