@@ -21,7 +21,8 @@ from conftest import SRC, Repo
 # taskgate.git.cmd: imported by git/repo.py on the first git command.
 # Fifth pass: json (taskgate.json_lite drives json's C scanner), re and fnmatch (pathlib through
 # cli/pathlib_import, protocol/taskmd reads the plan section with str methods, guards load
-# protocol/substance and filekinds on the first diff check).
+# protocol/substance and filekinds on the first diff check); enum: the protocol's enums are
+# taskgate.enum_lite StrEnums.
 NOT_IMPORTED = (
     "dataclasses", "inspect", "ast", "dis", "tokenize", "argparse", "gettext", "locale",
     "tomllib", "typing", "datetime", "sqlite3", "signal", "shlex",
@@ -29,7 +30,7 @@ NOT_IMPORTED = (
     "taskgate.hooks.context", "taskgate.hooks.policy", "taskgate.hooks.ignored",
     "encodings.ascii", "taskgate.git.cmd",
     "json", "json.decoder", "json.encoder", "re", "fnmatch", "taskgate.protocol.substance",
-    "taskgate.protocol.filekinds",
+    "taskgate.protocol.filekinds", "enum",
 )  # fmt: skip
 
 

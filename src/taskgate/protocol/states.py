@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
+from taskgate.enum_lite import StrEnum  # enum.StrEnum without importing enum (issue 18)
 
 
 class State(StrEnum):

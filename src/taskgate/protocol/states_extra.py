@@ -4,7 +4,7 @@ __getattr__ loads this module on first use, issue 18)."""
 
 from __future__ import annotations
 
-from enum import StrEnum
+from taskgate.enum_lite import StrEnum  # enum.StrEnum without importing enum (issue 18)
 
 
 class RiskLevel(StrEnum):
