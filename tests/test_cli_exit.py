@@ -103,6 +103,22 @@ def test_exit_with_skips_finalization_only_when_nothing_is_left(
     assert ("finalized" in proc.stdout) is finalized, proc.stdout
 
 
+def test_without_atexit_loaded_nothing_is_registered_and_the_exit_is_straight() -> None:
+    """exit_with asks atexit for callbacks only when something imported it (registering one
+    does); where nothing did, the plain exit is taken without importing it."""
+    code = EXIT.replace("import atexit, sys", "import sys").format(plain=True, extra="")
+    code = code.replace("m.exit_with(3)", "print('atexit' in sys.modules)\nm.exit_with(3)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=_environ())  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (3, "output before the exit\nFalse\n")
+    late = EXIT.replace("import atexit, sys", "import sys").format(
+        plain=True, extra="__import__('atexit').register(print, 'atexit ran')"
+    )
+    proc = subprocess.run([sys.executable, "-c", late], capture_output=True, text=True,
+                          env=_environ())  # fmt: skip
+    assert proc.returncode == 3 and "atexit ran" in proc.stdout and "finalized" in proc.stdout
+
+
 def test_a_profiler_or_tracer_gets_the_normal_exit() -> None:
     code = (
         "import sys\nfrom taskgate.cli import main as m\n"

@@ -22,7 +22,7 @@ from conftest import SRC, Repo
 # Fifth pass: json (taskgate.json_lite drives json's C scanner), re and fnmatch (pathlib through
 # cli/pathlib_import, protocol/taskmd reads the plan section with str methods, guards load
 # protocol/substance and filekinds on the first diff check); enum: the protocol's enums are
-# taskgate.enum_lite StrEnums.
+# taskgate.enum_lite StrEnums; _datetime: Engine.now stamps a step through clock.now_iso.
 NOT_IMPORTED = (
     "dataclasses", "inspect", "ast", "dis", "tokenize", "argparse", "gettext", "locale",
     "tomllib", "typing", "datetime", "sqlite3", "signal", "shlex",
@@ -30,7 +30,7 @@ NOT_IMPORTED = (
     "taskgate.hooks.context", "taskgate.hooks.policy", "taskgate.hooks.ignored",
     "encodings.ascii", "taskgate.git.cmd",
     "json", "json.decoder", "json.encoder", "re", "fnmatch", "taskgate.protocol.substance",
-    "taskgate.protocol.filekinds", "enum",
+    "taskgate.protocol.filekinds", "enum", "_datetime",
 )  # fmt: skip
 
 
@@ -179,3 +179,30 @@ def test_the_key_files_read_as_bytes_read_as_text_mode_did(tmp_path: Path) -> No
         except UnicodeDecodeError:
             new = None
         assert (new, read_generation(str(tmp_path))) == (whole, old), data
+
+
+def test_now_iso_is_iso_of_the_system_clock_in_any_time_zone() -> None:
+    """engine/core's Engine.now stamps steps with clock.now_iso (no datetime): the text
+    iso(system_clock()) gives, whatever the local time zone (POSIX TZ strings: no tzdata
+    needed), and TASKGATE_FAKE_NOW still pins it."""
+    code = (
+        "import sys\n"
+        "from taskgate.engine.clock import iso, now_iso, system_clock\n"
+        "loaded = '_datetime' in sys.modules or 'datetime' in sys.modules\n"
+        "same = []\n"
+        "for _ in range(300):\n"
+        "    before, text, after = iso(system_clock()), now_iso(), iso(system_clock())\n"
+        "    same.append(text in (before, after))\n"
+        "print(loaded, all(same), text)\n"
+    )
+    for tz in ("UTC0", "XST-12:45", "NST+03:30", "EST5EDT,M3.2.0,M11.1.0", "ABC-14"):
+        env = {**os.environ, "PYTHONPATH": str(SRC), "TZ": tz}
+        env.pop("TASKGATE_FAKE_NOW", None)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True).stdout.split()  # fmt: skip
+        assert out[:2] == ["False", "True"] and out[2].endswith("Z"), (tz, out)
+    env = {**os.environ, "PYTHONPATH": str(SRC), "TZ": "XST-12:45",
+           "TASKGATE_FAKE_NOW": "2030-02-03T04:05:06+02:00"}  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()  # fmt: skip
+    assert out == ["False", "True", "2030-02-03T02:05:06Z"]

@@ -416,11 +416,15 @@ def exit_with(code: int) -> NoReturn:
 
 
 def _nothing_left_to_finalize() -> bool:
-    import atexit
+    atexit = sys.modules.get("atexit")
+    if atexit is not None or sys.implementation.name != "cpython":
+        # Registering a callback imports atexit; where nothing did, none is registered and
+        # importing it only to ask is 0.1 ms of a transition (issue 18, fifth pass)
+        import atexit
 
-    callbacks = getattr(atexit, "_ncallbacks", None)  # CPython; elsewhere: exit normally
-    if callbacks is None or callbacks() != 0:
-        return False
+        callbacks = getattr(atexit, "_ncallbacks", None)  # CPython; elsewhere: exit normally
+        if callbacks is None or callbacks() != 0:
+            return False
     if sys.gettrace() is not None or sys.getprofile() is not None:
         return False
     threading = sys.modules.get("threading")

@@ -15,7 +15,7 @@ from pathlib import Path
 from taskgate import failpoints
 from taskgate.dataclass_lite import dataclass, field
 from taskgate.engine import views
-from taskgate.engine.clock import Clock, iso, system_clock
+from taskgate.engine.clock import Clock, iso, now_iso, system_clock
 from taskgate.engine.workspace import Workspace, require_initialized
 from taskgate.errors import Corrupted, ForeignTask, StoreLost, TaskgateError, UsageError
 from taskgate.fsutil import read_text
@@ -148,6 +148,8 @@ class Engine:
 
     def now(self) -> str:
         """The current time as `YYYY-MM-DDTHH:MM:SSZ`."""
+        if self.clock is system_clock:  # the same text without importing datetime (issue 18)
+            return now_iso()
         return iso(self.clock())
 
     # -- inputs ------------------------------------------------------------------------------
