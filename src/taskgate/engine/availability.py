@@ -64,9 +64,10 @@ def task_heads(engine: Engine) -> dict[str, TaskHead]:
 
 class Worktrees:
     """Which task worktrees exist, from one listing of the tasks root (issue 18: `todo` made
-    a stat call per task); a name in it is checked like `Path.exists()` would."""
+    a stat call per task); a name in it is checked like `Path.exists()` would. The names in
+    `now` are answered at construction: `start` looks at git before it reads the store."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, now: tuple[str, ...] = ()) -> None:
         self.root = str(engine.ws.tasks_root)
         try:
             self.dirs: set[str] | None = set(os.listdir(self.root))
@@ -74,8 +75,13 @@ class Worktrees:
             self.dirs = set()
         except OSError:
             self.dirs = None  # unreadable: ask for each task as before
+        self.seen = {name: self._look(name) for name in now}
 
     def exists(self, name: str) -> bool:
+        seen = self.seen.get(name)
+        return self._look(name) if seen is None else seen
+
+    def _look(self, name: str) -> bool:
         if self.dirs is not None and name not in self.dirs:
             return False
         return os.path.exists(os.path.join(self.root, name, "code"))
@@ -140,10 +146,10 @@ def availability(engine: Engine, *, held: bool = False) -> list[TaskAvailability
     (run --all, run --next, next) puts this session's own tasks that main's todo.md no
     longer lists first (their squash is on main, or their cleanup was interrupted)."""
     todo = engine.todo()
+    worktrees = Worktrees(engine)  # before the store: lifecycle.start says why (R-LCK-04)
     rows = task_heads(engine)
     done = done_names(engine, rows)
     result = []
-    worktrees = Worktrees(engine)
     reasons = blocked_reasons(todo, done)  # once, not per blocked task (it was quadratic)
     for entry in todo.tasks:
         row = rows.get(entry.name)

@@ -9,13 +9,14 @@ from taskgate.engine.availability import (  # re-exported: callers import them f
     TaskAvailability as TaskAvailability,
 )
 from taskgate.engine.availability import (
-    availability as availability,
-)
-from taskgate.engine.availability import (
+    Worktrees,
     cleanup_pending,
     done_names,
     selection,
     task_rows,
+)
+from taskgate.engine.availability import (
+    availability as availability,
 )
 from taskgate.engine.core import Engine, current_state, owner_alive, pid_start_time
 from taskgate.engine.lease import drop_process_lease, take_process_lease
@@ -70,8 +71,13 @@ def start(engine: Engine, name: str, *, adopt: bool = False) -> StartResult:
     session = engine.require_session()  # R-LCK-22
     todo = engine.todo()
     entry = todo.get(name)
+    # Git before the store (R-LCK-01/04): a claim commits its row before it makes the branch
+    # and the worktree, so a worktree seen here has its row in the read below; read the other
+    # way round, a concurrent winner's fresh worktree looks like one without a lock (R-LCK-05).
+    worktrees = Worktrees(engine, (name,))
     rows = task_rows(engine)
     row = rows.get(name)
+    failpoints.wait("start:after-read")  # tests: another session claims it meanwhile
     if entry is None and row is None:
         raise UsageError(
             f"no task named '{name}' in {engine.ws.todo_path.name}",
@@ -89,7 +95,7 @@ def start(engine: Engine, name: str, *, adopt: bool = False) -> StartResult:
 
         cleanup(engine, name)  # R-CLN-07: idempotent; finishes what the kill interrupted
         return StartResult(name, "resumed", State.CLEANUP.value, str(engine.ws.task_dir(name)))
-    sel = selection(engine, name, entry, row, done_names(engine, rows), todo)
+    sel = selection(engine, name, entry, row, done_names(engine, rows), todo, worktrees=worktrees)
     kind = sel.availability
     if kind is Availability.RESUME:
         assert row is not None
@@ -128,12 +134,21 @@ def start(engine: Engine, name: str, *, adopt: bool = False) -> StartResult:
             f"{held.name} --force')",
         )
     if gitrepo.branch_exists(engine.ws.repo, name) and row is None:
+        if _row_now(engine, name) is not None:  # a concurrent claim made it: decide again
+            return start(engine, name, adopt=adopt)  # with its row: FOREIGN (R-LCK-04)
         raise Refused(
             f"a branch named '{name}' already exists",
             [Violation("R-WTB-01", "the task branch must be created by taskgate")],
             hint=f"rename or delete the branch '{name}' (git branch -m {name} <other>)",
         )
     return _claim(engine, name, row, action="claimed")
+
+
+def _row_now(engine: Engine, name: str) -> TaskRow | None:
+    """The task's row as committed now: a claim commits it before it creates branch T, so a
+    branch seen before this read that has no row here was not made by taskgate (R-WTB-01)."""
+    with engine.store.read() as tx:
+        return tx.task(name)
 
 
 def _fix_hint(kind: Availability) -> str:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -95,10 +96,26 @@ def _network_lock(engine: Engine) -> Iterator[None]:
         os.close(fd)
 
 
+# `git fetch` checks what it fetched against every ref, each linked worktree's HEAD included,
+# and `git worktree add` writes a null HEAD for a moment: a fetch beside another session's
+# claim fails with "fatal: bad object worktrees/code/HEAD ... did not send all necessary
+# objects" although the remote is fine. Taskgate adds worktrees under the repository lock, so
+# the fetch is run again under it (no add in flight), after these pauses (a person's own add).
+HALF_ADDED_WORKTREE = "bad object worktrees/"
+LOCAL_RETRY_PAUSES_S = (0.05, 0.2, 0.5)
+
+
 def _network(engine: Engine, remote: str, *args: str) -> Result:
     """A git command that talks to `remote`; a failure other than a rejection is exit 6."""
     with _network_lock(engine):
         result = git(*args, cwd=engine.ws.repo, check=False, timeout=NETWORK_TIMEOUT_S)
+        for pause in LOCAL_RETRY_PAUSES_S:
+            if result.ok or HALF_ADDED_WORKTREE not in result.stderr:
+                break
+            failpoints.wait("remote:local-retry")  # tests: the half-added worktree is done
+            time.sleep(pause)
+            with gitrepo.repo_lock(engine.ws.common_dir):  # never held by _network's callers
+                result = git(*args, cwd=engine.ws.repo, check=False, timeout=NETWORK_TIMEOUT_S)
     if result.ok or "rejected" in result.stdout + result.stderr:
         return result
     detail = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[-1]
