@@ -3,8 +3,11 @@
     [agents]
     backend = "command"
     [agents.command]
-    command = ["python3", "bench/scripted_agent.py"]
+    command = ["/usr/bin/python3", "/path/to/taskgate/bench/scripted_agent.py"]
 
+Both by absolute path: the agent starts in its worktree, and a `python3` found on PATH may be
+a shim that cannot run in the agents' sandbox (pyenv's needs ~/.pyenv, hidden with $HOME);
+tests and benches use os.path.realpath(sys.executable).
 It rebuilds the request from the documented environment (docs/agents.md, 'The command
 backend') and the prompt on stdin (Files: and Team: lines), runs the scripted backend in this
 process, and prints its answer. So a whole `taskgate run` does the demo's work through real

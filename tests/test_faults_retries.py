@@ -12,7 +12,9 @@ and a real PostgreSQL server, tests/store_kinds.py; issue 20).
 from __future__ import annotations
 
 import json
+import os
 import signal
+import sys
 import textwrap
 from pathlib import Path
 
@@ -30,6 +32,19 @@ def _events(repo: Repo, kind: str) -> list[dict[str, object]]:
 def _agents(repo: Repo) -> dict[str, dict[str, object]]:
     status = repo.ok("status", SLUG, "--json", session="run").json()
     return {str(a["agent"]): a for a in status["agents"]}
+
+
+def _said(repo: Repo, mode: str) -> list[tuple[str, str]]:
+    """(status, message) of each recorded completion of the style agent in `mode`: what the
+    agent's own script answered, so the test knows the agent ran and did its work."""
+    return [
+        (str(e["status"]), str(e["message"]))
+        for e in _events(repo, "agent_completed")
+        if e.get("agent") == "style" and e.get("mode") == mode
+    ]
+
+
+NOT_INSTALLED = ("ERROR", "the style checker is not installed")  # FLAKY's implementation
 
 
 def _prompts(repo: Repo, agent: str, mode: str) -> list[str]:
@@ -95,14 +110,18 @@ def _flaky_style(tmp_path: Path, retries: int) -> tuple[Repo, Path]:
     marker = tmp_path / "style-checker-installed"
     script = tmp_path / "style_agent.py"
     script.write_text(textwrap.dedent(FLAKY).replace("MARKER", repr(str(marker))))
-    extra = f'\n[agents.style]\nbackend = "command"\ncommand = ["python3", "{script}"]\n'
+    # The interpreter by its real path, not a `python3` found on PATH: that may be a shim the
+    # sandbox cannot run (pyenv's, when HOME hides ~/.pyenv), and the agent never runs at all.
+    command = json.dumps([os.path.realpath(sys.executable), str(script)])
+    extra = f'\n[agents.style]\nbackend = "command"\ncommand = {command}\n'
     repo = sample(tmp_path, extra=extra)
     toml = repo.path / "taskgate.toml"
     text = toml.read_text()
     assert "[protocol]" in text
     text = text.replace("[protocol]\n", f"[protocol]\nmax_agent_retries = {retries}\n", 1)
-    # The confined agent may read its script and the marker (docs/security.md).
-    toml.write_text(text.replace("[agents]\n", f'[agents]\nsandbox_readable = ["{tmp_path}"]\n', 1))
+    # The confined agent may read its script, the marker and its interpreter (docs/security.md).
+    readable = json.dumps([str(tmp_path), sys.base_prefix])
+    toml.write_text(text.replace("[agents]\n", f"[agents]\nsandbox_readable = {readable}\n", 1))
     git(repo.path, "commit", "-qam", "retry limit")
     return repo, marker
 
@@ -114,8 +133,12 @@ def test_the_retry_limit_holds_in_implementation_and_a_fix_resets_it(
     stopped = repo.run("run", SLUG, "--yes", session="run")
     assert stopped.code == 4, stopped.out + stopped.err
     assert "Max retries exceeded (2)" in stopped.err
-    # The first attempt and 2 retries: 3 implementation invocations, not 10 rounds.
+    # The first attempt and 2 retries: 3 implementation invocations, not 10 rounds; each one
+    # ran the agent, which answered ERROR itself (not a command that could not start).
     assert len(_prompts(repo, "style", "implementation")) == 3
+    assert _said(repo, "implementation") == [NOT_INSTALLED] * 3
+    report = repo.task_dir(SLUG) / f"{SLUG}-style-requirements.md"
+    assert report.read_text() == "requirement. " * 20  # its requirements phase did its work
     assert _agents(repo)["style"]["retry_count"] == 2
     assert [e["cause"] for e in _events(repo, "run_stopped")] == ["agent-retries"]
     again = repo.run("run", SLUG, "--yes", session="run")  # nothing fixed: it stops again
@@ -123,6 +146,8 @@ def test_the_retry_limit_holds_in_implementation_and_a_fix_resets_it(
     marker.write_text("installed\n")  # the person fixes the cause
     repo.ok("run", SLUG, "--yes", session="run")
     _finished(repo, SLUG, commits=4)  # + the sample's configuration commits
+    assert _said(repo, "implementation")[-1] == ("COMPLETE", "")  # the fixed agent's answer
+    assert _said(repo, "review") == [("COMPLETE", "fine")]
     resets = _events(repo, "retries_reset")
     assert resets and all("style" in e["agents"] for e in resets)  # type: ignore[operator]
     assert "agent-retries" in str(resets[-1]["why"])
@@ -139,9 +164,12 @@ def test_an_exhausted_round_counter_starts_again_when_the_person_resumes(
     assert stopped.code == 4, stopped.out + stopped.err
     assert "implementation rounds without finishing" in stopped.err
     assert [e["cause"] for e in _events(repo, "run_stopped")] == ["no-progress"]
+    said = _said(repo, "implementation")  # one invocation a round, each the agent's own ERROR
+    assert len(said) == 10 and set(said) == {NOT_INSTALLED}
     marker.write_text("installed\n")
     repo.ok("run", SLUG, "--yes", session="run")
     _finished(repo, SLUG, commits=4)
+    assert _said(repo, "implementation")[-1] == ("COMPLETE", "")
     budget = _events(repo, "round_budget_reset")[-1]
     assert "no-progress" in str(budget["why"]) and budget["rounds_used"] == 10
 
@@ -164,8 +192,6 @@ else:
 def test_an_agent_that_cannot_start_uses_no_retry(tmp_path: Path) -> None:
     """The retry saved before re-invoking an agent is taken back when its program cannot be
     started at all (exit 127): that was no attempt (R-AST-07 counts attempts)."""
-    import sys
-
     script = tmp_path / "style_agent"
     script.write_text(VANISHING.replace("PYTHON", sys.executable))
     script.chmod(0o755)
@@ -181,6 +207,8 @@ def test_an_agent_that_cannot_start_uses_no_retry(tmp_path: Path) -> None:
     assert _agents(repo)["style"]["retry_count"] == 0  # the retry of attempt 2 taken back
     completed = [e for e in _events(repo, "agent_completed") if e.get("agent") == "style"]
     assert completed[-1].get("not_started") is True
+    # Attempt 1 ran the agent (it answered, then uninstalled itself); attempt 2 could not start.
+    assert _said(repo, "implementation")[0] == ("ERROR", "the style checker crashed")
 
 
 def test_recover_repair_resets_what_a_stop_exhausted(tmp_path: Path) -> None:
@@ -190,6 +218,7 @@ def test_recover_repair_resets_what_a_stop_exhausted(tmp_path: Path) -> None:
     stopped = repo.run("run", SLUG, "--yes", session="run")
     assert stopped.code == 4, stopped.out + stopped.err
     assert _agents(repo)["style"]["retry_count"] == 1
+    assert _said(repo, "implementation") == [NOT_INSTALLED] * 2
     diag = repo.run("recover", SLUG, session="run")
     assert "--repair' resets the retry and round counters" in diag.out, diag.out
     marker.write_text("installed\n")
@@ -203,3 +232,4 @@ def test_recover_repair_resets_what_a_stop_exhausted(tmp_path: Path) -> None:
     repo.ok("run", SLUG, "--yes", session="run")
     _finished(repo, SLUG, commits=4)
     assert not _events(repo, "run_resumed")  # the stop was already resolved
+    assert _said(repo, "implementation")[-1] == ("COMPLETE", "")
