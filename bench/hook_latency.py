@@ -360,11 +360,29 @@ def engine_hooks(rounds: int) -> None:
 # the process as taskgate.gitplumb writes it (zlib, the builtin SHA-1, a loose object linked
 # into place, a ref moved by lock file and rename); run by path and ended with os._exit like
 # the hook. DB, REPO, GIT_CMDS and ANCHOR are set per row.
+# Fifth pass: the classifier outside a checkpoint needs no `re` (protocol/messages._Words), so the
+# rows without it load `enum` (protocol/states' StrEnums, with functools and collections) or
+# nothing beyond `_sqlite3`, loaded as store/hook_tx.sqlite_module loads it when nothing has
+# imported functools (a stand-in for its lru_cache): IMPORTS is set per row.
 _FLOOR = """
 import os, sys
-import re, _sqlite3
 text = sys.stdin.read()
-re.compile(r"\\b(?:what|how|why|explain|clarify)\\b").search(text.casefold())
+if IMPORTS == "re":
+    import re, _sqlite3
+    re.compile(r"\\b(?:what|how|why|explain|clarify)\\b").search(text.casefold())
+else:
+    if IMPORTS == "enum":
+        import enum
+    if "functools" not in sys.modules:
+        from _functools import _lru_cache_wrapper
+        stand_in = type(sys)("functools")
+        stand_in.lru_cache = lambda size, typed=False: (
+            lambda f: _lru_cache_wrapper(f, max(size, 0), typed, tuple))
+        sys.modules["functools"] = stand_in
+        import _sqlite3
+        del sys.modules["functools"]
+    import _sqlite3
+    " what " in " " + text.casefold() + " "
 c = _sqlite3.connect(DB, isolation_level=None)
 c.execute("PRAGMA synchronous=FULL")
 c.execute("BEGIN IMMEDIATE")
@@ -444,15 +462,24 @@ def prompt_floor(rounds: int, repo: Path, launcher: str = "", body: str = "") ->
         "python3 -c pass": [sys.executable, "-c", "pass"],
         "python3 -S -c pass": [sys.executable, "-S", "-c", "pass"],
         "python3 -S -c 'import re, _sqlite3'": [sys.executable, "-S", "-c", "import re, _sqlite3"],
-    }
-    rows_of = (("no git", [], False), ("the anchor in-process", [], True),
-               ("1 git process", [update], False),
-               ("2 git processes", [commit, update], False))  # fmt: skip
-    for label, cmds, in_process in rows_of:
-        path = scratch / f"floor-{len(cmds)}-{in_process}.py"
+        "python3 -S -c 'import enum, _sqlite3'": [
+            sys.executable, "-S", "-c", "import enum, _sqlite3",
+        ],
+        "python3 -S -c 'import re'": [sys.executable, "-S", "-c", "import re"],
+        "python3 -S -c 'import enum'": [sys.executable, "-S", "-c", "import enum"],
+    }  # fmt: skip
+    rows_of = (("re", "no git", [], False), ("re", "the anchor in-process", [], True),
+               ("re", "1 git process", [update], False),
+               ("re", "2 git processes", [commit, update], False),
+               ("enum", "the anchor in-process", [], True),
+               ("", "the anchor in-process", [], True))  # fmt: skip
+    for imports, label, cmds, in_process in rows_of:
+        path = scratch / f"floor-{imports}-{len(cmds)}-{in_process}.py"
         path.write_text(f"DB = {str(db)!r}\nREPO = {str(repo)!r}\nGIT_CMDS = {cmds!r}\n"
-                        f"ANCHOR = {in_process!r}\n" + _FLOOR)  # fmt: skip
-        cases[f"floor: python3 -S, re, _sqlite3, a commit, {label}"] = [
+                        f"ANCHOR = {in_process!r}\nIMPORTS = {imports!r}\n"
+                        + _FLOOR)  # fmt: skip
+        loads = f"{imports}, _sqlite3" if imports else "_sqlite3"
+        cases[f"floor: python3 -S, {loads}, a commit, {label}"] = [
             sys.executable, "-S", str(path),
         ]  # fmt: skip
     if launcher:
@@ -469,7 +496,7 @@ def prompt_floor(rounds: int, repo: Path, launcher: str = "", body: str = "") ->
         for name, cmd in cases.items():
             rows[name].append(timed_cpu(name, cmd, repo, "what is the status?"))
     print(f"the floor of a prompt recorded and anchored, {rounds} rounds, {_load()}")
-    _print_rows(rows, 60)
+    _print_rows(rows, 68)
 
 
 def _post(port: int, event: str, body: str, secret: str, conn: object = None) -> float:

@@ -269,6 +269,37 @@ def test_the_hook_process_records_a_question_without_the_engine(
     assert rendered["interruptions"][-1]["type"] == "QUESTION"
 
 
+@pytest.mark.parametrize("state", ["INIT", "REQUIREMENTS"])
+def test_a_prompt_outside_a_checkpoint_is_judged_without_re(
+    states: dict[str, Path], tmp_path: Path, state: str
+) -> None:
+    """Issue 18, fifth pass: outside a checkpoint (and outside the states where words are
+    judged like words at the change review) R-INT-03's keywords are matched with str methods
+    (protocol/messages._Words), so the hook process never imports `re` (nor `sre`'s parser
+    and compiler) and still records each prompt as the engine would."""
+    repo = copy_repo(states[state], tmp_path / "repo")
+    argv = shlex.split(default_program())
+    env = {k: v for k, v in os.environ.items() if k not in dispatch.AGENT_COMMAND_VARS}
+    sent = {"What is this?": "QUESTION", "where are we": "STATUS_REQUEST",
+            "please /audit-session": "AUDIT", "ok thanks": "OTHER",
+            "keep going?": "QUESTION"}  # fmt: skip
+    for text, kind in sent.items():
+        data = {"session_id": "s1", "transcript_path": "", "cwd": str(repo.path),
+                "hook_event_name": "UserPromptSubmit", "prompt": text}  # fmt: skip
+        proc = subprocess.run(
+            [argv[0], "-X", "importtime", *argv[1:], "UserPromptSubmit"],
+            cwd=repo.path, input=json.dumps(data), capture_output=True, text=True, check=True,
+            env={**env, "TASKGATE_DEBUG": "1"},
+        )  # fmt: skip
+        loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+        assert "taskgate.protocol.messages" in loaded
+        assert not {"re", "_sre", "re._compiler", "re._parser"} & loaded, text
+        answer = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert answer.startswith(f"taskgate: task '{TASK}' [{kind}] State: {state}."), answer
+        payload = json.loads(_store(repo.path)["events"][-1][4])
+        assert (payload["type"], payload["provenance"]) == (kind, "human-prompt")
+
+
 def test_an_edited_stale_view_is_still_reported(states: dict[str, Path], tmp_path: Path) -> None:
     """Audit accepts a task.json behind by the prompt's interruption, not one whose
     interruption log was rewritten."""

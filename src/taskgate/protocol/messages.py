@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 from types import MappingProxyType
 
@@ -13,6 +12,8 @@ from taskgate.protocol.states import State
 # imports this module in the hook process, and those two cost about 12 ms of a 7 ms start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import re
+    from collections.abc import Iterator
     from typing import Any
 
 
@@ -28,8 +29,91 @@ class _LazyPattern:
 
     def __getattr__(self, name: str) -> object:
         if self._compiled is None:
+            import re  # here only: a prompt judged outside a checkpoint needs none (_Words)
+
             self._compiled = re.compile(*self._source)
         return getattr(self._compiled, name)
+
+
+def _is_word(ch: str) -> bool:
+    """`\\w` of a str pattern: `_` or what str.isalnum calls alphanumeric (sre's
+    SRE_UNI_IS_WORD is Py_UNICODE_ISALNUM or '_', the same test)."""
+    return ch == "_" or ch.isalnum()
+
+
+class _Words:
+    """A regex of the form `\\b(?:w1|w2\\s+w3|...)\\b` matched with str methods: literal
+    words, `\\s+` between the words of one alternative, `\\b` at either end where the
+    source has one. What R-INT-03's keywords need, so a prompt judged outside a checkpoint
+    does not import `re` (with its parser and compiler about 1.5 ms of a hook: issue 18).
+    tests/test_messages_words.py compares it with the regex it stands for (kept there)."""
+
+    __slots__ = ("_alts", "_firsts")
+
+    def __init__(self, *alternatives: tuple[bool, tuple[str, ...], bool]) -> None:
+        # (a \b before?, the words, a \b after?); alternatives tried in this order.
+        self._alts = alternatives
+        self._firsts = tuple(sorted({words[0] for _, words, _ in alternatives}))
+
+    def _at(self, text: str, start: int) -> int:
+        """The end of the first alternative matching at `start`, else -1."""
+        for before, words, after in self._alts:
+            # (at 0 a word's first letter is a boundary: the alternatives begin with one)
+            if before and start > 0 and _is_word(text[start - 1]) == _is_word(text[start]):
+                continue
+            if not text.startswith(words[0], start):
+                continue
+            end = start + len(words[0])
+            for word in words[1:]:
+                gap = end
+                while gap < len(text) and text[gap].isspace():
+                    gap += 1
+                if gap == end or not text.startswith(word, gap):
+                    end = -1
+                    break
+                end = gap + len(word)
+            if end < 0:
+                continue
+            if after and (end < len(text) and _is_word(text[end])) == _is_word(text[end - 1]):
+                continue
+            return end
+        return -1
+
+    def _scan(self, text: str, pos: int) -> Iterator[tuple[int, int]]:
+        """The matches at or after `pos`, left to right, as (start, end): re's finditer.
+        The next place of each alternative's first word is kept, so a long message is read
+        once per word (`\\b` sees the character before `pos`, as re's does)."""
+        firsts = self._firsts
+        nexts = [text.find(word, pos) for word in firsts]
+        while True:
+            start = min((i for i in nexts if i >= 0), default=-1)
+            if start < 0:
+                return
+            end = self._at(text, start)
+            if end >= 0:
+                yield start, end
+                pos = end
+            else:
+                pos = start + 1
+            for k, i in enumerate(nexts):
+                if 0 <= i < pos:
+                    nexts[k] = text.find(firsts[k], pos)
+
+    def span(self, text: str, pos: int) -> tuple[int, int] | None:
+        """The leftmost match at or after `pos`, as re's search(text, pos).span() gives it."""
+        return next(self._scan(text, pos), None)
+
+    def hits(self, text: str) -> tuple[str, ...]:
+        """Every match's text, left to right, as re's finditer gives them."""
+        return tuple(text[start:end] for start, end in self._scan(text, 0))
+
+
+def _ends_with_question(text: str) -> bool:
+    """re.search(r"\\?[^\\w]*$", text): a "?" with no word character after it."""
+    last = len(text) - 1
+    while last >= 0 and not _is_word(text[last]):
+        last -= 1
+    return "?" in text[last + 1 :]
 
 
 def _compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
@@ -144,18 +228,29 @@ _APPROVAL_RE = _compile(
 # "merge" alone is a sign-off only as a bare command; "merge conflicts look bad" is not one.
 _BARE_MERGE_RE = _compile(r"^(?:please\s+)?merge(?:\s+(?:this|now|away))?(?:\s+please)?$")
 
+
 # D-INT-2 regexes, made case-insensitive and whole-word (C-26), in R-INT-03 order.
 # "carry on" / "go on" say the same as "continue" (D-INT-1); resuming never moves the state.
-_RESUMPTION_RE = _compile(r"\b(?:continue|resume|proceed|carry\s+on|go\s+on)\b")
-_AUDIT_RE = _compile(r"/audit-session\b|\baudit\b")
-_QUESTION_RE = _compile(r"\b(?:what|how|why|explain|clarify)\b")
-_STATUS_RE = _compile(r"\b(?:status|progress)\b")
+# Matched with str methods (_Words), not `re`: R-INT-03's keyword regexes, which are all a prompt
+# outside a checkpoint needs (issue 18); the regex each stands for is in its comment.
+def _whole(*alternatives: str) -> _Words:
+    return _Words(*((True, tuple(a.split()), True) for a in alternatives))
+
+
+# \b(?:continue|resume|proceed|carry\s+on|go\s+on)\b
+_RESUMPTION_RE = _whole("continue", "resume", "proceed", "carry on", "go on")
+# /audit-session\b|\baudit\b
+_AUDIT_RE = _Words((False, ("/audit-session",), True), (True, ("audit",), True))
+# \b(?:what|how|why|explain|clarify)\b
+_QUESTION_RE = _whole("what", "how", "why", "explain", "clarify")
+# \b(?:status|progress)\b
+_STATUS_RE = _whole("status", "progress")
 # D-INT-2's "keep.*going" and "where.*are.*we" as whole words in order: one regex with two
-# ".*" backtracks cubically on a long pasted message.
-_KEEP_GOING = (_compile(r"\bkeep\b"), _compile(r"\bgoing\b"))
-_WHERE_ARE_WE = (_compile(r"\bwhere\b"), _compile(r"\bare\b"), _compile(r"\bwe\b"))
-# R-INT-05: "?" at the end, allowing trailing "!", quotes, brackets or emoji after it.
-_ENDS_WITH_QUESTION_RE = _compile(r"\?[^\w]*$")
+# ".*" backtracks cubically on a long pasted message. \bkeep\b, \bgoing\b; \bwhere\b, ...
+_KEEP_GOING = (_whole("keep"), _whole("going"))
+_WHERE_ARE_WE = (_whole("where"), _whole("are"), _whole("we"))
+# R-INT-05: "?" at the end, allowing trailing "!", quotes, brackets or emoji after it:
+# \?[^\w]*$ (_ends_with_question).
 
 # Words that show the person is still asking, even without a "?" ("LGTM, one question: ...").
 # "No questions, LGTM" holds no question (its "no" still blocks approval: AMBIGUOUS).
@@ -292,20 +387,22 @@ def _words(norm: str) -> str:
     return " ".join(_NON_WORD_RE.sub(" ", norm).split())
 
 
-def _hits(pattern: re.Pattern[str], text: str) -> tuple[str, ...]:
+def _hits(pattern: _Words | re.Pattern[str], text: str) -> tuple[str, ...]:
+    if isinstance(pattern, _Words):
+        return pattern.hits(text)
     return tuple(m.group(0) for m in pattern.finditer(text))
 
 
-def _in_order(text: str, patterns: tuple[re.Pattern[str], ...]) -> tuple[str, ...]:
+def _in_order(text: str, patterns: tuple[_Words, ...]) -> tuple[str, ...]:
     # Leftmost match of each word after the previous one: linear, and finds any ordered match.
     start, pos = -1, 0
     for pattern in patterns:
-        found = pattern.search(text, pos)
+        found = pattern.span(text, pos)
         if found is None:
             return ()
         if start < 0:
-            start = found.start()
-        pos = found.end()
+            start = found[0]
+        pos = found[1]
     return (text[start:pos],)
 
 
@@ -318,7 +415,7 @@ def _interruption_kind(norm: str) -> tuple[MessageKind, str, tuple[str, ...]]:
     if not norm:
         return MessageKind.OTHER, "empty message", ()
     if hits := _resumption_hits(norm):
-        if _ENDS_WITH_QUESTION_RE.search(norm):
+        if _ends_with_question(norm):
             return MessageKind.QUESTION, "resumption word but ends in '?' (R-INT-05)", (*hits, "?")
         return MessageKind.RESUMPTION, "resumption keyword (R-INT-03)", hits
     if hits := _hits(_AUDIT_RE, norm):

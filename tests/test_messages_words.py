@@ -1,0 +1,143 @@
+"""protocol/messages.py matches R-INT-03's keywords with str methods (`_Words`,
+`_ends_with_question`) so that a prompt judged outside a checkpoint does not import `re`
+(issue 18, fifth pass). The regexes they stand for are kept here as the oracle: every match,
+every search from every position, and every verdict of the classifier must be the same."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from taskgate.protocol import messages
+from taskgate.protocol.messages import Checkpoint, classify_message, judge
+from taskgate.protocol.states import State
+
+# The regexes as they were before the fifth pass (name in messages.py -> source).
+ORACLE = {
+    "_RESUMPTION_RE": r"\b(?:continue|resume|proceed|carry\s+on|go\s+on)\b",
+    "_AUDIT_RE": r"/audit-session\b|\baudit\b",
+    "_QUESTION_RE": r"\b(?:what|how|why|explain|clarify)\b",
+    "_STATUS_RE": r"\b(?:status|progress)\b",
+}
+ORACLE_SEQUENCES = {
+    "_KEEP_GOING": (r"\bkeep\b", r"\bgoing\b"),
+    "_WHERE_ARE_WE": (r"\bwhere\b", r"\bare\b", r"\bwe\b"),
+}
+ENDS_WITH_QUESTION = r"\?[^\w]*$"
+
+# Pieces a message is made of: the keywords, their near misses, and the characters where
+# `\b`, `\w` and `\s` are subtle (underscore, digits that are not decimal, combining marks,
+# letters outside ASCII, Unicode spaces str.split and `\s` both know).
+WORDS = [
+    "continue", "resume", "proceed", "carry", "on", "go", "keep", "going", "where", "are",
+    "we", "audit", "/audit-session", "/audit-sessions", "audit-session", "what", "how", "why",
+    "explain", "clarify", "status", "progress", "whatever", "goon", "reaudit", "we're",
+    "carry  on", "go\ton", "go\xa0on", "carry\u2003on", "go_on", "are?", "?",
+]  # fmt: skip
+GLUE = [
+    " ", "  ", "\t", "\n", "\xa0", "\u2028", "\u3000", "_", "-", "/", "'", "?", "!", "?!",
+    "? ", "?)", "\"", "1", "\u00b2", "\u2167", "\u0663", "\u0301", "\u00e9", "\u00df",
+    "\u0130", "x", "A", "\U0001f44d", "\U0001f914", ".", ",", "",
+]  # fmt: skip
+pieces = st.one_of(
+    st.sampled_from(WORDS), st.sampled_from(GLUE), st.text(max_size=3), st.characters()
+)
+texts = st.lists(pieces, max_size=14).map("".join)
+
+
+def _spans(pattern: re.Pattern[str], text: str) -> Iterator[tuple[int, tuple[int, int] | None]]:
+    for pos in range(len(text) + 1):
+        found = pattern.search(text, pos)
+        yield pos, None if found is None else found.span()
+
+
+@settings(max_examples=1500, deadline=None)
+@given(texts)
+@example("carry on, go on and proceed")
+@example("/audit-session now; audit-sessions /audit-sessions")
+@example("keep_going what_ status2 ²status Ⅷprogress")
+@example("where are we? we're where")
+@example("go\u2003on carry\n\non é what")
+def test_the_word_matchers_find_what_their_regexes_find(text: str) -> None:
+    for name, source in ORACLE.items():
+        words = getattr(messages, name)
+        regex = re.compile(source)
+        assert words.hits(text) == tuple(m.group(0) for m in regex.finditer(text)), name
+        for pos, span in _spans(regex, text):
+            assert words.span(text, pos) == span, (name, pos)
+    for name, sources in ORACLE_SEQUENCES.items():
+        for words, source in zip(getattr(messages, name), sources, strict=True):
+            for pos, span in _spans(re.compile(source), text):
+                assert words.span(text, pos) == span, (name, source, pos)
+    assert messages._ends_with_question(text) == bool(re.search(ENDS_WITH_QUESTION, text))
+
+
+class _Regex:
+    """A regex with _Words' `span`, as `_in_order` used `search(text, pos)` before."""
+
+    def __init__(self, source: str) -> None:
+        self._regex = re.compile(source)
+
+    def span(self, text: str, pos: int) -> tuple[int, int] | None:
+        found = self._regex.search(text, pos)
+        return None if found is None else found.span()
+
+
+CASES = [(None, Checkpoint.NONE), (None, Checkpoint.PLAN), (None, Checkpoint.CHANGES)]
+STATES = list(State)
+
+
+def _verdicts(text: str) -> list[object]:
+    out: list[object] = [classify_message(text, state=s, checkpoint=c) for s, c in CASES]
+    for state in STATES:
+        out.append(judge(text, state=state, checkpoint=Checkpoint.NONE))
+    out.append(judge(text, state=State.SYNTHESIS, checkpoint=Checkpoint.PLAN))
+    out.append(judge(text, state=State.AWAITING_USER_APPROVAL, checkpoint=Checkpoint.CHANGES))
+    return out
+
+
+MESSAGES = st.one_of(
+    texts,
+    st.lists(
+        st.sampled_from(
+            [*WORDS, "lgtm", "yes", "approved", "no", "not yet", "but", "fix", "rename the",
+             "please add", "ok", "another task", "in the meantime", "question", "merge"]
+        ),
+        max_size=8,
+    ).map(" ".join),
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(MESSAGES)
+@example("Keep going?")
+@example("where are we")
+@example("please run /audit-session")
+def test_every_verdict_is_the_regex_versions(text: str) -> None:
+    assert _verdicts(text) == _with_oracle(text)
+
+
+def _with_oracle(text: str) -> list[object]:
+    """The verdicts of messages.py with the regexes back in place of the word matchers."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name, source in ORACLE.items():
+            mp.setattr(messages, name, messages._compile(source))
+        for name, sources in ORACLE_SEQUENCES.items():
+            mp.setattr(messages, name, tuple(_Regex(s) for s in sources))
+        mp.setattr(
+            messages, "_ends_with_question", lambda t: bool(re.search(ENDS_WITH_QUESTION, t))
+        )
+        return _verdicts(text)
+
+
+def test_the_oracle_is_the_regex_version() -> None:
+    """The oracle really swaps the matchers (else the comparison above proves nothing)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(messages, "_QUESTION_RE", messages._compile(r"\bnothing-matches-this\b"))
+        verdict = classify_message("what now", state=None, checkpoint=Checkpoint.NONE)
+    assert verdict.kind != "QUESTION"
+    assert classify_message("what now", state=None, checkpoint=Checkpoint.NONE).kind == "QUESTION"
