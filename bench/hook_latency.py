@@ -485,8 +485,12 @@ def prompt_floor(rounds: int, repo: Path, launcher: str = "", body: str = "") ->
     if launcher:
         modules = _hook_modules(launcher, repo, body)
         src = str(Path(launcher).parents[2])
+        # _sqlite3 as the hook loads it (store/hook_tx.sqlite_module: without functools).
         code = f"import sys; sys.path[0] = {src!r}\n" + "".join(
-            f"import {name}\n" for name in modules
+            "from taskgate.store.hook_tx import sqlite_module; sqlite_module()\n"
+            if name == "_sqlite3"
+            else f"import {name}\n"
+            for name in modules
         )
         label = f"the prompt hook's {len(modules)} modules, imported only"
         cases[label] = [sys.executable, "-S", "-c", code]

@@ -270,13 +270,15 @@ def test_the_hook_process_records_a_question_without_the_engine(
 
 
 @pytest.mark.parametrize("state", ["INIT", "REQUIREMENTS"])
-def test_a_prompt_outside_a_checkpoint_is_judged_without_re(
+def test_a_prompt_outside_a_checkpoint_is_judged_without_re_or_enum(
     states: dict[str, Path], tmp_path: Path, state: str
 ) -> None:
     """Issue 18, fifth pass: outside a checkpoint (and outside the states where words are
     judged like words at the change review) R-INT-03's keywords are matched with str methods
     (protocol/messages._Words), so the hook process never imports `re` (nor `sre`'s parser
-    and compiler) and still records each prompt as the engine would."""
+    and compiler); the protocol's enums (MessageKind too) are taskgate.enum_lite's, so it
+    imports no `enum`, and with it no functools, collections or types; each prompt is still
+    recorded as the engine would record it."""
     repo = copy_repo(states[state], tmp_path / "repo")
     argv = shlex.split(default_program())
     env = {k: v for k, v in os.environ.items() if k not in dispatch.AGENT_COMMAND_VARS}
@@ -293,7 +295,9 @@ def test_a_prompt_outside_a_checkpoint_is_judged_without_re(
         )  # fmt: skip
         loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
         assert "taskgate.protocol.messages" in loaded
-        assert not {"re", "_sre", "re._compiler", "re._parser"} & loaded, text
+        unwanted = {"re", "_sre", "re._compiler", "re._parser", "enum", "functools",
+                    "collections", "types"}  # fmt: skip
+        assert not unwanted & loaded, (text, sorted(unwanted & loaded))
         answer = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
         assert answer.startswith(f"taskgate: task '{TASK}' [{kind}] State: {state}."), answer
         payload = json.loads(_store(repo.path)["events"][-1][4])

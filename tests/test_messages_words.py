@@ -141,3 +141,23 @@ def test_the_oracle_is_the_regex_version() -> None:
         verdict = classify_message("what now", state=None, checkpoint=Checkpoint.NONE)
     assert verdict.kind != "QUESTION"
     assert classify_message("what now", state=None, checkpoint=Checkpoint.NONE).kind == "QUESTION"
+
+
+def test_message_kind_is_the_str_enum_it_was() -> None:
+    """MessageKind is built by taskgate.enum_lite (no `enum` on the prompt hook's path): the
+    enum.StrEnum of the same names and values, in the same order, and MappingProxyType the
+    one of `types`."""
+    import enum
+    import json
+    import types
+
+    lite = messages.MessageKind
+    names = ["APPROVAL", "CHANGE_REQUEST", "RESUMPTION", "QUESTION", "AUDIT", "STATUS_REQUEST",
+             "UNRELATED_WORK", "OTHER", "AMBIGUOUS"]  # fmt: skip
+    real = enum.StrEnum("MessageKind", [(n, n) for n in names])  # type: ignore[misc]
+    assert [(m.name, m.value) for m in lite] == [(m.name, m.value) for m in real]
+    for member in lite:
+        assert repr(member) == repr(real(member.value)) and str(member) == member.value
+        assert lite(member.value) is member and lite[member.name] is member
+        assert f"{member}" == member.value and json.dumps(member) == json.dumps(member.value)
+    assert messages.MappingProxyType is types.MappingProxyType

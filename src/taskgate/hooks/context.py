@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 
-from taskgate.hooks.policy import Actor, Layout, TaskView
+from taskgate.hooks.layout import Layout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import Any
 
+    from taskgate.hooks.policy import Actor
     from taskgate.store.snapshot import Index
 
 # The [workspace] tasks_root default of engine/config.py (tests/test_hooks_dispatch.py checks
@@ -240,7 +241,7 @@ def actor_from(
 ) -> Actor:
     """The Actor a snapshot index (store/snapshot.py) describes for one session; a session
     holding no task that `taskgate run` started for one of a task's agents acts as that agent."""
-    from taskgate.hooks.policy import STATES
+    from taskgate.hooks.policy import STATES, Actor, TaskView  # not on the prompt hook's path
 
     tasks = Tasks(index, store)
     mine = index.held_by(session) if session else []

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from taskgate.hooks.layout import Layout as Layout  # its own module: the prompt hook needs no rules
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -70,18 +72,6 @@ ALLOW = Verdict(True)
 def deny(rule: str, reason: str) -> Verdict:
     """A refusal naming the rule; `reason` says what to do instead."""
     return Verdict(False, rule, reason)
-
-
-class Layout:
-    """Where one repository's taskgate files live (realpaths)."""
-
-    __slots__ = ("common_dir", "repo", "state_dir", "tasks_root")
-
-    def __init__(self, repo: str, common_dir: str, state_dir: str, tasks_root: str) -> None:
-        self.repo = os.path.realpath(repo)
-        self.common_dir = os.path.realpath(common_dir)
-        self.state_dir = os.path.realpath(state_dir)
-        self.tasks_root = os.path.realpath(tasks_root)
 
 
 class TaskView:

@@ -73,7 +73,7 @@ def workspace(cwd: str) -> Layout | None:
     path). Raises LookupError when `cwd` is in no initialised workspace (nothing to record,
     as the engine's path finds)."""
     from taskgate.hooks.context import STATE_DIR, _tasks_root, discover
-    from taskgate.hooks.policy import Layout
+    from taskgate.hooks.layout import Layout
 
     found = discover(cwd)
     if found is None:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-from types import MappingProxyType
-
+from taskgate.enum_lite import StrEnum  # enum.StrEnum without importing enum (issue 18)
 from taskgate.protocol.states import Checkpoint as Checkpoint
 from taskgate.protocol.states import State
 
@@ -14,7 +12,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import re
     from collections.abc import Iterator
+    from types import MappingProxyType
     from typing import Any
+else:
+    # types.MappingProxyType itself (the class of a class's __dict__), without importing
+    # `types` for it: 0.2 ms of the prompt hook (issue 18).
+    MappingProxyType = type(type.__dict__)
 
 
 class _LazyPattern:
