@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import Repo, git, make_repo
+from conftest import SRC, Repo, git, make_repo
 from flow import agents_of, commit_in, copy_repo, to_implementation
 
 TASK = "add-login"
@@ -188,7 +193,7 @@ def test_parallel_starts_leave_git_consistent(tmp_path: Path) -> None:
         for args, cwd in ((("start", task), None), (("classify", task), repo.worktree(task))):
             result = repo.run(*args, session=session, cwd=cwd)
             if result.code != 0:
-                errors.append(f"{task}: {result.err}")
+                errors.append(f"{task} {args[0]} exit {result.code}: {result.out} {result.err}")
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
     for t in threads:
@@ -208,6 +213,93 @@ def test_parallel_starts_leave_git_consistent(tmp_path: Path) -> None:
     assert listed.count("worktree ") == expected
     assert "prunable" not in listed
     git(repo.path, "fsck", "--no-progress")
+
+
+def _half_registered(repo: Repo, tmp_path: Path) -> tuple[Path, str]:
+    """A worktree whose registration git is still writing (`git worktree add` writes
+    .git/worktrees/ID/commondir empty first): `git worktree list` dies on it."""
+    git(repo.path, "worktree", "add", "-q", "--detach", str(tmp_path / "inflight"))
+    commondir = repo.path / ".git" / "worktrees" / "inflight" / "commondir"
+    content = commondir.read_text()
+    commondir.write_text("")
+    listed = subprocess.run(["git", "worktree", "list"], cwd=repo.path, capture_output=True,
+                            text=True)  # fmt: skip
+    assert "failed to read" in listed.stderr
+    return commondir, content
+
+
+def _classify(repo: Repo, gate: Path) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=str(SRC), TASKGATE_SESSION="s1",
+               TASKGATE_WAIT=f"git:worktree-list-again={gate}")  # fmt: skip
+    return subprocess.Popen([sys.executable, "-m", "taskgate", "classify", TASK],
+                            cwd=repo.worktree(TASK), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def _classified(repo: Repo, proc: subprocess.Popen[str]) -> None:
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    for agent in agents_of(repo, TASK):
+        wt = agent_wt(repo, agent)
+        assert git(wt, "branch", "--show-current") == f"{TASK}-{agent}"
+
+
+def test_worktree_list_beside_a_registration_in_flight_is_read_again(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """A `git worktree add` outside taskgate (no repository lock) is half-written when
+    classify lists the worktrees: taskgate reads again once it is complete, no exit 10."""
+    repo.ok("start", TASK)
+    commondir, content = _half_registered(repo, tmp_path)
+    gate = tmp_path / "go"
+    proc = _classify(repo, gate)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("go.*.arrived")):  # the first listing failed
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    commondir.write_text(content)  # the add finished
+    gate.touch()
+    _classified(repo, proc)
+
+
+def _waits_for_flock(pid: int, lock: Path) -> bool:
+    """`pid` is blocked on an flock of `lock` (/proc/locks lists waiters after '->')."""
+    inode = f":{lock.stat().st_ino} "
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" in fields and str(pid) in fields and inode in line + " ":
+            return True
+    return False
+
+
+def test_classify_checks_agent_worktrees_under_the_repository_lock(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """Another session's `git worktree add` (under the repository lock) is half-written:
+    classify's check of the agent worktrees waits for the lock instead of reading git's
+    registrations meanwhile (it never needs to read them again)."""
+    repo.ok("start", TASK)
+    lock = repo.path / ".git" / "taskgate-repo.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the other session's add holds it
+        commondir, content = _half_registered(repo, tmp_path)
+        gate = tmp_path / "go"
+        proc = _classify(repo, gate)
+        deadline = time.monotonic() + 120
+        while not _waits_for_flock(proc.pid, lock):
+            assert proc.poll() is None, proc.communicate()
+            assert not list(tmp_path.glob("go.*.arrived")), "listed outside the lock"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        commondir.write_text(content)  # the add finished
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    gate.touch()
+    _classified(repo, proc)
+    assert not list(tmp_path.glob("go.*.arrived"))
 
 
 def test_occupied_agent_worktree_path_is_refused(repo: Repo) -> None:

@@ -253,14 +253,16 @@ def classify_task(
     if (current.task.pending or {}).get("op") == "create_agent_worktrees":
         finish_classification(engine, task)  # resume an interrupted classification
         return dict(current.task.classification)
-    # Occupied paths and foreign branches refuse before the state moves (nothing changes).
-    gitrepo.plan_worktrees(
-        engine.ws.repo,
-        [
-            gitrepo.WorktreeSpec(engine.ws.agent_worktree(task, a), f"{task}-{a}", task)
-            for a in result.agents
-        ],
-    )
+    # Occupied paths and foreign branches refuse before the state moves (nothing changes);
+    # read under the lock that serialises worktree registrations, as ensure_worktrees does.
+    with gitrepo.repo_lock(engine.ws.common_dir):
+        gitrepo.plan_worktrees(
+            engine.ws.repo,
+            [
+                gitrepo.WorktreeSpec(engine.ws.agent_worktree(task, a), f"{task}-{a}", task)
+                for a in result.agents
+            ],
+        )
 
     def body(tx: Tx, snap: TaskSnapshot) -> None:
         refuse_while_pending(snap)

@@ -155,9 +155,32 @@ def current_branch(repo: Path) -> str:
     return ref
 
 
+# `git worktree add` writes a registration (.git/worktrees/ID/gitdir, commondir, HEAD) one file
+# at a time: a `git worktree list` in that moment dies ("fatal: failed to read
+# .git/worktrees/code4/commondir: Success"). Taskgate registers worktrees under repo_lock;
+# a reader without it (classify's check, cleanup's, audit, hooks status) asks again after these
+# pauses, then reports the failure.
+HALF_REGISTERED = ("failed to read", "worktrees/")
+REREAD_PAUSES_S = (0.05, 0.2, 0.5)
+
+
 def worktree_paths(repo: Path) -> dict[Path, str | None]:
     """Registered worktrees and their branches, from `git worktree list --porcelain -z`."""
-    out = git("worktree", "list", "--porcelain", "-z", cwd=repo).stdout
+    for pause in REREAD_PAUSES_S:
+        listed = git("worktree", "list", "--porcelain", "-z", cwd=repo, check=False)
+        if listed.ok or not all(part in listed.stderr for part in HALF_REGISTERED):
+            break
+        import time
+
+        from taskgate import failpoints
+
+        failpoints.wait("git:worktree-list-again")  # tests: the registration is complete
+        time.sleep(pause)
+    out = (
+        listed.stdout
+        if listed.ok
+        else git("worktree", "list", "--porcelain", "-z", cwd=repo).stdout
+    )
     result: dict[Path, str | None] = {}
     current: Path | None = None
     for field in split_z(out):
