@@ -296,7 +296,8 @@ def test_a_prompt_outside_a_checkpoint_is_judged_without_re_or_enum(
         loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
         assert "taskgate.protocol.messages" in loaded
         unwanted = {"re", "_sre", "re._compiler", "re._parser", "enum", "functools",
-                    "collections", "types"}  # fmt: skip
+                    "collections", "types", "taskgate.enum_lite", "taskgate.protocol.states",
+                    "taskgate.hooks.policy"}  # fmt: skip
         assert not unwanted & loaded, (text, sorted(unwanted & loaded))
         answer = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
         assert answer.startswith(f"taskgate: task '{TASK}' [{kind}] State: {state}."), answer
@@ -328,6 +329,9 @@ def test_an_edited_stale_view_is_still_reported(states: dict[str, Path], tmp_pat
 def test_the_constants_agree_with_the_engine() -> None:
     assert prompt.HUMAN_PROMPT == checkpoints.HUMAN_PROMPT
     assert prompt.MAX_MESSAGE_CHARS == conversation.MAX_MESSAGE_CHARS
+    from taskgate.protocol.states import State
+
+    assert {s.value for s in State} == prompt.STATE_NAMES
 
 
 @given(st.text(max_size=40))

@@ -161,3 +161,42 @@ def test_message_kind_is_the_str_enum_it_was() -> None:
         assert lite(member.value) is member and lite[member.name] is member
         assert f"{member}" == member.value and json.dumps(member) == json.dumps(member.value)
     assert messages.MappingProxyType is types.MappingProxyType
+
+
+@settings(max_examples=300, deadline=None)
+@given(MESSAGES)
+@example("Rename login to sign_in please")
+@example("lgtm")
+def test_judge_plain_is_judge_with_str_values(text: str) -> None:
+    """The prompt hook's `judge_plain` (no enum class created) gives `judge`'s verdict."""
+    pending = {State.SYNTHESIS: Checkpoint.PLAN, State.AWAITING_USER_APPROVAL: Checkpoint.CHANGES}
+    for state in STATES:
+        for checkpoint in {Checkpoint.NONE, pending.get(state, Checkpoint.NONE)}:
+            verdict, answered, unpresented = judge(text, state=state, checkpoint=checkpoint)
+            assert type(verdict.kind) is messages.MessageKind and type(answered) is Checkpoint
+            plain = messages.judge_plain(text, state=state.value, checkpoint=checkpoint.value)
+            assert plain == (
+                verdict.kind.value,
+                verdict.reason,
+                verdict.response,
+                answered.value,
+                unpresented,
+            )
+            assert all(type(v) in (str, bool) for v in plain)
+
+
+def test_the_lazy_names_are_the_enums() -> None:
+    from taskgate.protocol.message_kind import MessageKind
+
+    assert messages.MessageKind is MessageKind and messages.Checkpoint is Checkpoint
+    assert messages.State is State
+    assert dict(messages.WAITS_FOR) == {
+        State.SYNTHESIS: Checkpoint.PLAN,
+        State.AWAITING_USER_APPROVAL: Checkpoint.CHANGES,
+    }
+    assert all(type(k) is State and type(v) is Checkpoint for k, v in messages.WAITS_FOR.items())
+    assert messages.AT_WORK == (State.IMPLEMENTATION, State.VALIDATION, State.REVIEW)
+    assert all(type(s) is State for s in messages.AT_WORK)
+    assert messages.is_approval("LGTM", Checkpoint.PLAN) is True
+    verdict = classify_message("what now", state=None, checkpoint=Checkpoint.NONE)
+    assert verdict.kind is MessageKind.QUESTION and verdict.keeps_state

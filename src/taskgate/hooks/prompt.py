@@ -52,6 +52,12 @@ MAX_MESSAGE_CHARS = 100_000  # engine/conversation.MAX_MESSAGE_CHARS (likewise)
 # The checkpoint each state waits at (engine/checkpoints.CHECKPOINT_STATE, reversed).
 _CHECKPOINT_KIND = {"SYNTHESIS": "plan", "AWAITING_USER_APPROVAL": "changes"}
 _DOOR_RECORD_VAR = "TASKGATE_DOOR_RECORD"  # engine/core.DOOR_RECORD_VAR
+# protocol/states.State's values (tests/test_hooks_prompt.py checks they agree): the prompt is
+# judged with plain str values, so the hook creates no enum class (issue 18, fifth pass).
+STATE_NAMES = frozenset({
+    "INIT", "CLASSIFIED", "REQUIREMENTS", "SYNTHESIS", "IMPLEMENTATION", "VALIDATION", "REVIEW",
+    "AWAITING_USER_APPROVAL", "SCOPE_NEGOTIATION", "COMPLETE", "CLEANUP",
+})  # fmt: skip
 
 
 def record(
@@ -102,9 +108,8 @@ def _effects_clean(layout: Layout, session: str) -> bool:
 
 def _record(layout: Layout, session: str, prompt: str) -> str | None:
     from taskgate.hooks.quick import _engine_path, _errors, _rebaseline
-    from taskgate.protocol.messages import Checkpoint, MessageKind, judge, unpresented_note
+    from taskgate.protocol.messages import judge_plain, unpresented_note
     from taskgate.protocol.names import task_name_problem
-    from taskgate.protocol.states import State
     from taskgate.store import canon, hook_tx, snapshot
 
     errors = _errors()
@@ -122,30 +127,30 @@ def _record(layout: Layout, session: str, prompt: str) -> str | None:
             name, state_name, seq = owned[0]
             if task_name_problem(name):  # Engine.step's check: the name makes paths and refs
                 raise hook_tx.Unusable(f"task name {name!r}: the engine's path refuses it")
-            try:
-                state = State(state_name)
-            except ValueError:
-                raise hook_tx.Unusable(f"unknown state {state_name!r}") from None
+            if state_name not in STATE_NAMES:  # State(state_name) raises ValueError
+                raise hook_tx.Unusable(f"unknown state {state_name!r}")
             kind = _CHECKPOINT_KIND.get(state_name)
-            pending = Checkpoint.NONE
+            pending = "NONE"  # Checkpoint's values (judge_plain: no enum class is created)
             if kind is not None and _presented(conn, name, kind, tx.loads):
-                pending = Checkpoint.PLAN if kind == "plan" else Checkpoint.CHANGES
+                pending = "PLAN" if kind == "plan" else "CHANGES"
             rendered = hook_tx.view_seq(os.path.join(layout.tasks_root, name))
             if rendered is not None and rendered > seq:
                 raise hook_tx.Unusable(f"task.json rendered at seq {rendered}, store at {seq}")
             if _open_invocations(conn, name, tx.loads):
                 raise hook_tx.Unusable("an agent invocation is open: the step may close it")
-            verdict, checkpoint, unpresented = judge(prompt, state=state, checkpoint=pending)
-            if not verdict.keeps_state:
-                raise hook_tx.Unusable(f"{verdict.kind}: the engine's path moves the task")
-            if verdict.kind is MessageKind.RESUMPTION:
+            said, reason, response, checkpoint, unpresented = judge_plain(
+                prompt, state=state_name, checkpoint=pending
+            )
+            if said in ("APPROVAL", "CHANGE_REQUEST"):  # MessageClass.keeps_state is False
+                raise hook_tx.Unusable(f"{said}: the engine's path moves the task")
+            if said == "RESUMPTION":
                 raise hook_tx.Unusable("a resumption: the engine's path writes it")
             at = hook_tx.now()
             payload = {
                 "session": session,
-                "type": verdict.kind.value,
-                "checkpoint": checkpoint.value,
-                "reason": verdict.reason,
+                "type": said,
+                "checkpoint": checkpoint,
+                "reason": reason,
                 "provenance": HUMAN_PROMPT,
                 "message_hash": canon.sha256_hex(prompt.encode("utf-8")),  # = message_hash
             }
@@ -165,10 +170,9 @@ def _record(layout: Layout, session: str, prompt: str) -> str | None:
     write(layout.repo, layout.common_dir, name, *anchored)  # a person's message: a checkpoint
     _rebaseline(layout, session, name)
     # hooks/record.handle_prompt's text for an interruption (the state stays where it was).
-    response = verdict.response
     if unpresented and kind is not None:
         response += f"\nNote: {unpresented_note(kind, name)}"
-    text = f"taskgate: task '{name}' [{verdict.kind.value}] State: {state}. {response}"
+    text = f"taskgate: task '{name}' [{said}] State: {state_name}. {response}"
     return text.rstrip()
 
 

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from taskgate.enum_lite import StrEnum  # enum.StrEnum without importing enum (issue 18)
-from taskgate.protocol.states import Checkpoint as Checkpoint
-from taskgate.protocol.states import State
-
 # No dataclasses and no typing at run time (issue 18): every prompt of a session holding a task
 # imports this module in the hook process, and those two cost about 12 ms of a 7 ms start.
 TYPE_CHECKING = False
@@ -14,6 +10,13 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from types import MappingProxyType
     from typing import Any
+
+    from taskgate.protocol.message_kind import MessageKind as MessageKind
+    from taskgate.protocol.states import Checkpoint as Checkpoint
+    from taskgate.protocol.states import State
+
+    WAITS_FOR: MappingProxyType[State, Checkpoint]
+    AT_WORK: tuple[State, ...]
 else:
     # types.MappingProxyType itself (the class of a class's __dict__), without importing
     # `types` for it: 0.2 ms of the prompt hook (issue 18).
@@ -124,8 +127,10 @@ def _compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
     return lazy  # type: ignore[no-any-return]
 
 
-class MessageKind(StrEnum):
-    """What a message asks for: R-INT-03 classes plus APPROVAL, AMBIGUOUS (R-CKP-08) and C-68."""
+class _K:
+    """MessageKind's values as plain str constants: the classifier's own currency, so that the
+    prompt hook (hooks/prompt.py through `judge_plain`) creates no enum class (issue 18);
+    `classify_message` and `judge` hand out MessageKind members (protocol/message_kind.py)."""
 
     APPROVAL = "APPROVAL"
     CHANGE_REQUEST = "CHANGE_REQUEST"
@@ -136,6 +141,34 @@ class MessageKind(StrEnum):
     UNRELATED_WORK = "UNRELATED_WORK"
     OTHER = "OTHER"
     AMBIGUOUS = "AMBIGUOUS"
+
+
+# Checkpoint's and State's values the classifier reads (protocol/states.py; the enums' members
+# are str subclasses equal to and hashed as their values, so callers may pass either).
+_NONE, _PLAN, _CHANGES = "NONE", "PLAN", "CHANGES"
+
+
+def __getattr__(name: str) -> object:
+    """MessageKind, Checkpoint, State, WAITS_FOR and AT_WORK, on first use (PEP 562): the
+    prompt hook's path needs none of them."""
+    if name not in ("MessageKind", "Checkpoint", "State", "WAITS_FOR", "AT_WORK"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from taskgate.protocol.states import Checkpoint, State
+
+    if name == "MessageKind":
+        from taskgate.protocol.message_kind import MessageKind
+
+        value: object = MessageKind
+    elif name == "Checkpoint":
+        value = Checkpoint
+    elif name == "State":
+        value = State
+    elif name == "WAITS_FOR":
+        value = MappingProxyType({State(k): Checkpoint(v) for k, v in _WAITS_FOR.items()})
+    else:
+        value = tuple(State(k) for k in _AT_WORK)
+    globals()[name] = value
+    return value
 
 
 class MessageClass:
@@ -189,20 +222,18 @@ class MessageClass:
     @property
     def keeps_state(self) -> bool:
         """False only for the kinds allowed to move the state; others get R-INT-02's check."""
-        return self.kind not in (MessageKind.APPROVAL, MessageKind.CHANGE_REQUEST)
+        return self.kind not in (_K.APPROVAL, _K.CHANGE_REQUEST)
 
 
 # The state each checkpoint waits in (R-CKP-01); a mismatch is a caller bug, not user input.
-_CHECKPOINT_STATE = MappingProxyType(
-    {Checkpoint.PLAN: State.SYNTHESIS, Checkpoint.CHANGES: State.AWAITING_USER_APPROVAL}
-)
-_WHAT = MappingProxyType({Checkpoint.PLAN: "plan", Checkpoint.CHANGES: "changes"})
-_NEXT = MappingProxyType({Checkpoint.PLAN: "implementation", Checkpoint.CHANGES: "finalization"})
+_CHECKPOINT_STATE = MappingProxyType({_PLAN: "SYNTHESIS", _CHANGES: "AWAITING_USER_APPROVAL"})
+_WHAT = MappingProxyType({_PLAN: "plan", _CHANGES: "changes"})
+_NEXT = MappingProxyType({_PLAN: "implementation", _CHANGES: "finalization"})
 _LABEL = MappingProxyType(
     {
-        MessageKind.AUDIT: "Audit requested",
-        MessageKind.QUESTION: "Question noted",
-        MessageKind.STATUS_REQUEST: "Status requested",
+        _K.AUDIT: "Audit requested",
+        _K.QUESTION: "Question noted",
+        _K.STATUS_REQUEST: "Status requested",
     }
 )
 
@@ -354,25 +385,40 @@ _CLAUSE_SPLIT_RE = _compile(
 _NON_WORD_RE = _compile(r"[^\w\s']+")
 
 
-def clarification_text(checkpoint: Checkpoint) -> str:
+def clarification_text(checkpoint: str) -> str:
     """The D-CKP-1 clarification for an AMBIGUOUS message at a pending checkpoint (R-CKP-09)."""
-    if checkpoint is Checkpoint.NONE:
+    if checkpoint == _NONE:
         raise ValueError("no checkpoint is pending, so there is no approval to clarify (R-CKP-09)")
     return _CLARIFICATION.format(what=_WHAT[checkpoint], next=_NEXT[checkpoint])
 
 
 def is_approval(text: str, checkpoint: Checkpoint) -> bool:
     """True only if `text` approves the pending checkpoint (R-CKP-06/07/08)."""
-    return classify_message(text, state=None, checkpoint=checkpoint).kind is MessageKind.APPROVAL
+    return _classify(text, None, checkpoint)[0] == _K.APPROVAL
 
 
 def classify_message(text: str, *, state: State | None, checkpoint: Checkpoint) -> MessageClass:
     """Classify a user message per RULES §9-§10 with resolutions C-25, C-26 and C-68."""
+    return _message_class(_classify(text, state, checkpoint))
+
+
+_Verdict = tuple[str, str, tuple[str, ...], str, str]  # kind, reason, matched, response, feedback
+
+
+def _message_class(verdict: _Verdict) -> MessageClass:
+    from taskgate.protocol.message_kind import MessageKind
+
+    kind, reason, matched, response, feedback = verdict
+    return MessageClass(MessageKind(kind), reason, matched, response, feedback)
+
+
+def _classify(text: str, state: str | None, checkpoint: str) -> _Verdict:
+    """classify_message's verdict with plain str values (its kind a MessageKind value)."""
     expected = _CHECKPOINT_STATE.get(checkpoint)
-    if expected is not None and state is not None and state is not expected:
+    if expected is not None and state is not None and state != expected:
         raise ValueError(f"checkpoint {checkpoint} is pending only in {expected}, not {state}")
     norm = _normalize(text)
-    if checkpoint is Checkpoint.NONE:
+    if checkpoint == _NONE:
         kind, reason, matched = _interruption_kind(norm)
         return _build(kind, reason, matched, text, state, checkpoint)
     kind, reason, matched = _checkpoint_kind(norm)
@@ -413,22 +459,22 @@ def _resumption_hits(norm: str) -> tuple[str, ...]:
     return _hits(_RESUMPTION_RE, norm) + _in_order(norm, _KEEP_GOING)
 
 
-def _interruption_kind(norm: str) -> tuple[MessageKind, str, tuple[str, ...]]:
+def _interruption_kind(norm: str) -> tuple[str, str, tuple[str, ...]]:
     """R-INT-03 order, with R-INT-05: a resumption word in a message ending in "?" asks."""
     if not norm:
-        return MessageKind.OTHER, "empty message", ()
+        return _K.OTHER, "empty message", ()
     if hits := _resumption_hits(norm):
         if _ends_with_question(norm):
-            return MessageKind.QUESTION, "resumption word but ends in '?' (R-INT-05)", (*hits, "?")
-        return MessageKind.RESUMPTION, "resumption keyword (R-INT-03)", hits
+            return _K.QUESTION, "resumption word but ends in '?' (R-INT-05)", (*hits, "?")
+        return _K.RESUMPTION, "resumption keyword (R-INT-03)", hits
     if hits := _hits(_AUDIT_RE, norm):
-        return MessageKind.AUDIT, "audit keyword (R-INT-03)", hits
+        return _K.AUDIT, "audit keyword (R-INT-03)", hits
     if hits := _hits(_QUESTION_RE, norm):
-        return MessageKind.QUESTION, "question keyword (R-INT-03)", hits
+        return _K.QUESTION, "question keyword (R-INT-03)", hits
     if hits := _hits(_STATUS_RE, norm) + _in_order(norm, _WHERE_ARE_WE):
-        return MessageKind.STATUS_REQUEST, "status keyword (R-INT-03)", hits
+        return _K.STATUS_REQUEST, "status keyword (R-INT-03)", hits
     # "Will this work with existing code?" is OTHER in R-INT-04, so a bare "?" decides nothing.
-    return MessageKind.OTHER, "no interruption keyword (R-INT-03)", ()
+    return _K.OTHER, "no interruption keyword (R-INT-03)", ()
 
 
 def _is_request_sentence(sentence: str) -> bool:
@@ -442,18 +488,18 @@ def _is_request_sentence(sentence: str) -> bool:
     return any(_IMPERATIVE_RE.search(c) for c in clauses if c)
 
 
-def _checkpoint_kind(norm: str) -> tuple[MessageKind, str, tuple[str, ...]]:
+def _checkpoint_kind(norm: str) -> tuple[str, str, tuple[str, ...]]:
     """At a pending checkpoint approval detection runs first (R-CKP-17, C-26)."""
     words = _words(norm)
     if not words:
         if _THUMBS_DOWN in norm:
-            return MessageKind.OTHER, "declined / not yet (thumbs down)", (_THUMBS_DOWN,)
+            return _K.OTHER, "declined / not yet (thumbs down)", (_THUMBS_DOWN,)
         if norm and not norm.isascii():
             # An emoji reaction (even 👍) acknowledges as often as it approves: ask.
-            return MessageKind.AMBIGUOUS, "emoji only (R-CKP-08: ask, never assume)", (norm,)
+            return _K.AMBIGUOUS, "emoji only (R-CKP-08: ask, never assume)", (norm,)
         return _interruption_kind(norm)
     if hits := _hits(_UNRELATED_RE, norm):
-        return MessageKind.UNRELATED_WORK, "unrelated work during a checkpoint (R-CKP-16)", hits
+        return _K.UNRELATED_WORK, "unrelated work during a checkpoint (R-CKP-16)", hits
 
     sentences = [s for s in _SENTENCE_SPLIT_RE.split(norm) if s.strip()]
     requests = [s for s in sentences if _is_request_sentence(s)]
@@ -478,68 +524,66 @@ def _checkpoint_kind(norm: str) -> tuple[MessageKind, str, tuple[str, ...]]:
         )
     if approvals and not blockers:
         reason = "approval keyword at a pending checkpoint (R-CKP-08)"
-        return MessageKind.APPROVAL, reason, approvals
+        return _K.APPROVAL, reason, approvals
 
     # A question inside means the person is not done deciding (seed 002 Scenario 2).
     if question_words or (
         question_mark and (approvals or _resumption_hits(norm) or _ACK_ONLY_RE.match(words))
     ):
         reason = "question at a checkpoint: never an approval (C-26)"
-        return MessageKind.QUESTION, reason, question_words or ("?",)
+        return _K.QUESTION, reason, question_words or ("?",)
     if requests:
         hits = tuple(requests)
-        return MessageKind.CHANGE_REQUEST, "change request at a checkpoint (R-INT-11)", hits
+        return _K.CHANGE_REQUEST, "change request at a checkpoint (R-INT-11)", hits
     if hits := _hits(_DECLINE_RE, words) or ((_THUMBS_DOWN,) if _THUMBS_DOWN in norm else ()):
-        return MessageKind.OTHER, "declined / not yet (R-CKP-08 negation)", hits
+        return _K.OTHER, "declined / not yet (R-CKP-08 negation)", hits
     if hits := _hits(_KEEP_WAITING_RE, norm):
-        return MessageKind.OTHER, "keep waiting (R-CKP-16 option 1)", hits
+        return _K.OTHER, "keep waiting (R-CKP-16 option 1)", hits
     if approvals:
         if hits := _hits(_AUDIT_RE, norm):
-            return MessageKind.AUDIT, "audit requested; audits never approve (R-CKP-05)", hits
+            return _K.AUDIT, "audit requested; audits never approve (R-CKP-05)", hits
         reason = "approval word with a negation, condition or hedge (R-CKP-08)"
-        return MessageKind.AMBIGUOUS, reason, approvals + blockers
+        return _K.AMBIGUOUS, reason, approvals + blockers
     if _ACK_ONLY_RE.match(words):
-        return MessageKind.AMBIGUOUS, "acknowledgement alone (R-CKP-06/07)", (words,)
+        return _K.AMBIGUOUS, "acknowledgement alone (R-CKP-06/07)", (words,)
     if hits := _hits(_SOFT_APPROVAL_RE, norm):
-        return MessageKind.AMBIGUOUS, "approval-like words outside R-CKP-08: ask", hits
+        return _K.AMBIGUOUS, "approval-like words outside R-CKP-08: ask", hits
     kind, reason, matched = _interruption_kind(norm)
-    if kind is MessageKind.RESUMPTION:
+    if kind == _K.RESUMPTION:
         reason = "resumption without approval keyword at a checkpoint (R-CKP-08, R-CKP-17)"
-        return MessageKind.AMBIGUOUS, reason, matched
+        return _K.AMBIGUOUS, reason, matched
     return kind, reason, matched
 
 
 def _build(
-    kind: MessageKind,
+    kind: str,
     reason: str,
     matched: tuple[str, ...],
     text: str,
-    state: State | None,
-    checkpoint: Checkpoint,
-) -> MessageClass:
-    feedback = text.strip() if kind is MessageKind.CHANGE_REQUEST else ""
+    state: str | None,
+    checkpoint: str,
+) -> _Verdict:
+    feedback = text.strip() if kind == _K.CHANGE_REQUEST else ""
     response = _response(kind, reason, feedback, state, checkpoint)
-    return MessageClass(kind, reason, matched, response, feedback)
+    return kind, reason, matched, response, feedback
 
 
-def _response(
-    kind: MessageKind, reason: str, feedback: str, state: State | None, checkpoint: Checkpoint
-) -> str:
+def _response(kind: str, reason: str, feedback: str, state: str | None, checkpoint: str) -> str:
     what = _WHAT.get(checkpoint, "")
-    if kind is MessageKind.AMBIGUOUS:
+    if kind == _K.AMBIGUOUS:
         return clarification_text(checkpoint)
-    if kind is MessageKind.UNRELATED_WORK:
+    if kind == _K.UNRELATED_WORK:
         return _UNRELATED.format(what=what)
-    if kind is MessageKind.APPROVAL:
+    if kind == _K.APPROVAL:
         return f"Approval of the {what} received; next: {_NEXT[checkpoint]}."
-    if kind is MessageKind.CHANGE_REQUEST:
-        if checkpoint is Checkpoint.PLAN:
+    if kind == _K.CHANGE_REQUEST:
+        if checkpoint == _PLAN:
             # R-CKP-15: revise task.md and present again; the state stays SYNTHESIS.
             head = "Plan change requested: the plan will be revised and presented again"
         else:
             head = "Change requested: the task goes back for rework (R-INT-11)"
         return f"{head}.\nFeedback: {feedback}"
-    if kind is MessageKind.RESUMPTION:
+    if kind == _K.RESUMPTION:
         where = f"{state}" if state is not None else "the preserved state"
         return f"Resuming {where} (R-INT-07)."
     # R-INT-06: everything else does no task work and leaves the state as it was.
@@ -551,10 +595,8 @@ def _response(
 
 # A person's message in context (engine/conversation.record_human_message and the prompt hook's
 # path without the engine, hooks/prompt.py, both judge with this one function).
-WAITS_FOR = MappingProxyType(
-    {State.SYNTHESIS: Checkpoint.PLAN, State.AWAITING_USER_APPROVAL: Checkpoint.CHANGES}
-)
-AT_WORK = (State.IMPLEMENTATION, State.VALIDATION, State.REVIEW)
+_WAITS_FOR = MappingProxyType({"SYNTHESIS": _PLAN, "AWAITING_USER_APPROVAL": _CHANGES})
+_AT_WORK = ("IMPLEMENTATION", "VALIDATION", "REVIEW")
 
 
 def judge(
@@ -564,22 +606,36 @@ def judge(
     presented and pending (Checkpoint.NONE when none is): (verdict, the checkpoint it answers,
     True when it would approve a checkpoint not presented since it last changed: R-CKP-04
     holds that back, the caller says so)."""
-    verdict = classify_message(text, state=state, checkpoint=checkpoint)
-    waiting = WAITS_FOR.get(state)
-    if state in AT_WORK and verdict.kind is not MessageKind.RESUMPTION:
+    from taskgate.protocol.states import Checkpoint
+
+    verdict, answered, unpresented = _judge(text, state, checkpoint)
+    return _message_class(verdict), Checkpoint(answered), unpresented
+
+
+def judge_plain(text: str, *, state: str, checkpoint: str) -> tuple[str, str, str, str, bool]:
+    """`judge` with plain str values, for the prompt hook (no enum class is created): (the
+    verdict's kind, reason and response, the checkpoint it answers, unpresented)."""
+    verdict, answered, unpresented = _judge(text, state, checkpoint)
+    return verdict[0], verdict[1], verdict[3], str(answered), unpresented
+
+
+def _judge(text: str, state: str, checkpoint: str) -> tuple[_Verdict, str, bool]:
+    verdict = _classify(text, state, checkpoint)
+    waiting = _WAITS_FOR.get(state)
+    if state in _AT_WORK and verdict[0] != _K.RESUMPTION:
         # Mid-work words are judged like words at the change review (issue 17): a change
         # request reaches the agents now instead of being logged as an interruption.
-        early = classify_message(text, state=None, checkpoint=Checkpoint.CHANGES)
-        if early.kind is MessageKind.CHANGE_REQUEST:
+        early = _classify(text, None, _CHANGES)
+        if early[0] == _K.CHANGE_REQUEST:
             verdict = early
     unpresented = False
-    if checkpoint is Checkpoint.NONE and waiting is not None:
+    if checkpoint == _NONE and waiting is not None:
         # R-CKP-04 holds back approvals only: a change request needs no presentation to
         # count (R-INT-11), e.g. the person read the diff before the agent presented it.
-        early = classify_message(text, state=state, checkpoint=waiting)
-        if early.kind is MessageKind.CHANGE_REQUEST:
+        early = _classify(text, state, waiting)
+        if early[0] == _K.CHANGE_REQUEST:
             verdict, checkpoint = early, waiting
-        elif early.kind is MessageKind.APPROVAL:
+        elif early[0] == _K.APPROVAL:
             unpresented = True
     return verdict, checkpoint, unpresented
 
