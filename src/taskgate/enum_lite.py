@@ -18,6 +18,8 @@ methods and properties the class body defines are kept. The one difference: a me
 an `enum.Enum` instance (nothing in taskgate asks). tests/test_enum_lite.py compares every
 behaviour above with `enum.StrEnum` classes of the same members.
 
+On a Python other than 3.11 (whose enum it copies) StrEnum is `enum.StrEnum` itself.
+
 Only what the project uses is supported: `auto()`, the functional API (`StrEnum("N", ...)`),
 `_missing_`, `_ignore_` and subclassing a class that has members raise, never a silently
 different class.
@@ -25,8 +27,12 @@ different class.
 
 from __future__ import annotations
 
+import sys
+
 TYPE_CHECKING = False
-if TYPE_CHECKING:
+if TYPE_CHECKING or sys.version_info[:2] != (3, 11):
+    # The behaviours below are 3.11's (3.12 changed `in`, for one): on any other version the
+    # classes are plain enum.StrEnums rather than a copy of another version's semantics.
     from enum import StrEnum as StrEnum
 else:
 
