@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -387,24 +388,23 @@ def test_ctrl_c_ends_running_agents_and_the_task_resumes(tmp_path: Path) -> None
 RUNNING = 4  # agents the test's run starts at once ([agents] max_parallel)
 
 
-def _agents(script: Path) -> list[int]:
-    """The agents running `script` (the interpreter itself, not bwrap around it)."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+def cmdlines() -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, argv) of every process, skipping one that exits meanwhile (Path.glob over /proc
+    lets one ProcessLookupError end the whole scan)."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
         try:
-            argv = cmdline.read_bytes().split(b"\0")
+            argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if len(argv) > 1 and argv[1] == str(script).encode():
-            found.append(int(cmdline.parent.name))
-    return found
+        yield int(name), argv
+
+
+def _agents(script: Path) -> list[int]:
+    """The agents running `script` (the interpreter itself, not bwrap around it)."""
+    return [pid for pid, argv in cmdlines() if len(argv) > 1 and argv[1] == str(script).encode()]
 
 
 def _running(marker: str) -> bool:
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if marker.encode() in cmdline.read_bytes():
-                return True
-        except OSError:
-            continue
-    return False
+    return any(marker.encode() in b"\0".join(argv) for _, argv in cmdlines())

@@ -1,12 +1,13 @@
-"""Ctrl-C during `taskgate run` while an agent is still being started (orchestrator/pool.py).
+"""Ctrl-C during `taskgate run` while an agent is still being started (orchestrator/pool.py,
+process.end_sessions_until_done).
 
-The race: SIGINT reaches the main thread only; the pool ends the agents' process groups it
-finds and re-raises. An agent whose worker was still starting it (building the request,
+The race: SIGINT reaches the main thread only; the pool ended the agents' process groups it
+found and re-raised. An agent whose worker was still starting it (building the request,
 preparing the sandbox) at that moment was not there to be ended, started right after, and the
 run waited for it until the agent timeout. The test makes the window exact with TASKGATE_WAIT
 (failpoints.wait): one agent's worker holds just before it starts its agent, the others run
-and sleep; Ctrl-C lands; the pool's first clean-up pass is done (`pool:interrupted`); only then
-is the held agent let go. The run must end long before the agent timeout, leave no agent
+and sleep; Ctrl-C lands; the first clean-up pass is done (`sessions:first-pass`); only then is
+the held agent let go. The run must end long before the agent timeout, leave no agent
 running, keep the work the killed agents committed, and resume to the end with a clean audit.
 """
 
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conftest import SRC, Repo, git
-from test_run import sample, state
+from test_run import cmdlines, sample, state
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTED = ROOT / "bench" / "scripted_agent.py"
@@ -76,15 +77,8 @@ def _setup(tmp_path: Path, marker: str) -> tuple[Repo, Path]:
 
 
 def _with_marker(marker: str) -> list[int]:
-    """Processes whose command line carries `marker` (the agents' sleep)."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if marker.encode() in cmdline.read_bytes():
-                found.append(int(cmdline.parent.name))
-        except OSError:
-            continue
-    return found
+    """Processes whose command line carries `marker`."""
+    return [pid for pid, argv in cmdlines() if marker.encode() in b"\0".join(argv)]
 
 
 def _arrived(gate: Path) -> bool:
@@ -106,7 +100,7 @@ def test_ctrl_c_while_an_agent_is_still_starting_ends_the_run_promptly(tmp_path:
     repo, hang = _setup(tmp_path, marker)
     hang.write_text("the implementers commit, then sleep\n")
     held, interrupted = tmp_path / "held.go", tmp_path / "interrupted.go"
-    waits = f"pool:start:implementation:{HELD}={held},pool:interrupted={interrupted}"
+    waits = f"pool:start:implementation:{HELD}={held},sessions:first-pass={interrupted}"
     env = dict(os.environ, PYTHONPATH=str(SRC), TASKGATE_SESSION="run", TASKGATE_WAIT=waits)
     proc = subprocess.Popen(
         [sys.executable, "-m", "taskgate", "run", TASK, "--yes"],

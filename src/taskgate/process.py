@@ -13,6 +13,8 @@ from taskgate.dataclass_lite import dataclass
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
+    from concurrent.futures import Future
+    from typing import Any
 
 # `subprocess` (with threading and selectors) is imported by the functions that start a
 # process: many commands start none (issue 18: `taskgate transition` runs no git).
@@ -204,18 +206,48 @@ def end_child_sessions(sig: int | None = None) -> list[int]:
 
     sig = signal.SIGKILL if sig is None else sig
     me = os.getpid()
-    ended = []
-    for entry in Path("/proc").glob("[0-9]*/stat"):
+    ended: list[int] = []
+    try:
+        names = [n for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return ended
+    for name in names:
+        # Each entry on its own: a process that exits meanwhile is skipped (with Path.glob,
+        # one ProcessLookupError ended the whole scan, and the clean-up with it).
         try:
-            fields = entry.read_text().rsplit(")", 1)[-1].split()
+            with open(f"/proc/{name}/stat", encoding="utf-8", errors="replace") as handle:
+                fields = handle.read().rsplit(")", 1)[-1].split()
         except OSError:
             continue
-        pid = int(entry.parent.name)
+        pid = int(name)
         # fields: state ppid pgrp session ...; a session leader has pgrp == session == pid
         if len(fields) > 3 and int(fields[1]) == me and int(fields[2]) == pid:
             _signal_group(pid, sig)
             ended.append(pid)
     return ended
+
+
+def end_sessions_until_done(futures: Sequence[Future[Any]]) -> None:
+    """After Ctrl-C in the thread that waits for `futures` (workers that start children with
+    `kill_group`): cancel the queued ones and end this process's child sessions until every
+    running one is done, so the caller does not wait for a child's timeout. Until then, not
+    once: a worker still starting its child (the request, the sandbox) starts it after any
+    single pass, and the next pass ends it. A second Ctrl-C does not cut this short."""
+    from concurrent.futures import wait
+
+    from taskgate import failpoints
+
+    for future in futures:
+        future.cancel()  # a queued job never starts
+    end_child_sessions()
+    failpoints.wait("sessions:first-pass")  # tests: a child starts after the first pass
+    pending = [f for f in futures if not f.done()]
+    while pending:
+        try:
+            pending = list(wait(pending, timeout=0.05).not_done)
+            end_child_sessions()
+        except KeyboardInterrupt:
+            continue
 
 
 def start_detached(

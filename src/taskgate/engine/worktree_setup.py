@@ -32,7 +32,7 @@ from taskgate.engine.workspace import STATE_DIR, Workspace
 from taskgate.errors import NeedsHuman, UsageError
 from taskgate.fsutil import atomic_write, atomic_write_json, read_json
 from taskgate.git import repo as gitrepo
-from taskgate.process import Result, clean_env, end_child_sessions
+from taskgate.process import Result, clean_env, end_sessions_until_done
 
 if TYPE_CHECKING:
     from taskgate.engine.core import Engine
@@ -351,10 +351,12 @@ def prepare(
         from concurrent.futures import ThreadPoolExecutor  # only here: ~6 ms to import
 
         with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(_run_setup, engine, task, o, progress) for o in pending]
             try:
-                list(pool.map(lambda o: _run_setup(engine, task, o, progress), pending))
-            except BaseException:  # Ctrl-C reaches this thread only: end the commands too
-                end_child_sessions()
+                for future in futures:
+                    future.result()
+            except BaseException:  # Ctrl-C reaches this thread only: end the commands too,
+                end_sessions_until_done(futures)  # one still being started included
                 raise
     else:
         for o in pending:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from taskgate import failpoints
@@ -16,7 +16,7 @@ from taskgate.engine.core import Engine
 from taskgate.errors import NeedsHuman
 from taskgate.orchestrator import notes
 from taskgate.orchestrator.progress import Progress
-from taskgate.process import end_child_sessions
+from taskgate.process import end_sessions_until_done
 from taskgate.protocol.escalation import escalation_message
 from taskgate.protocol.partial import PartialReport
 from taskgate.protocol.states import State
@@ -83,8 +83,10 @@ class AgentPool:
             try:
                 results = [future.result() for future in futures]
             except KeyboardInterrupt:
-                # Their rows stay WORKING; `taskgate run` re-invokes them.
-                _end_workers(futures)
+                # Ctrl-C reaches this thread only: end the agents now, not at their timeout,
+                # including one a worker was still starting. Their rows stay WORKING;
+                # `taskgate run` re-invokes them.
+                end_sessions_until_done(futures)
                 raise
         failpoints.hit("run:after-invoke")  # agents' work done, nothing recorded yet
         pairs = [
@@ -284,24 +286,6 @@ def _start(request: AgentRequest) -> AgentResult:
     """One worker's invocation (a thread of the pool)."""
     failpoints.wait(f"pool:start:{request.mode.value}:{request.agent}")  # tests: still starting
     return invoke(request)
-
-
-def _end_workers(futures: Sequence[Future[AgentResult]]) -> None:
-    """Ctrl-C reaches the main thread only: drop the queued invocations and end the agents'
-    process groups until every worker is done, so the run ends now and not at an agent's
-    timeout. Until then, not once: a worker that was still starting its agent (the request,
-    the sandbox) starts it after any single pass, and that agent is ended by the next one."""
-    for future in futures:
-        future.cancel()  # a queued invocation never starts
-    end_child_sessions()
-    failpoints.wait("pool:interrupted")  # tests: the held agent starts after the first pass
-    pending = [f for f in futures if not f.done()]
-    while pending:
-        try:
-            pending = list(wait(pending, timeout=0.05).not_done)
-            end_child_sessions()  # a second Ctrl-C does not stop the clean-up half-way
-        except KeyboardInterrupt:
-            continue
 
 
 def _escaped(result: AgentResult) -> str:
