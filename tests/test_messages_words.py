@@ -105,7 +105,11 @@ MESSAGES = st.one_of(
     st.lists(
         st.sampled_from(
             [*WORDS, "lgtm", "yes", "approved", "no", "not yet", "but", "fix", "rename the",
-             "please add", "ok", "another task", "in the meantime", "question", "merge"]
+             "please add", "ok", "another task", "in the meantime", "question", "merge",
+             "please use tabs", "we should", "a typo", "is wrong", "instead of", "it crashes",
+             "doesn't work", "fails on", "bug in", "don't touch", "needs tests", "rather than",
+             "regressed", "can you", "make it", "keep", "is off", "i'd like to", "let's",
+             "do not break", "should be", "lacks", "misses", "is confusing", "fine."]
         ),
         max_size=8,
     ).map(" ".join),
@@ -115,6 +119,8 @@ MESSAGES = st.one_of(
 @settings(max_examples=400, deadline=None)
 @given(MESSAGES)
 @example("Keep going?")
+@example("Please FIX it")
+@example("It Doesn\u2019t Work")
 @example("where are we")
 @example("please run /audit-session")
 def test_every_verdict_is_the_regex_versions(text: str) -> None:
@@ -131,6 +137,7 @@ def _with_oracle(text: str) -> list[object]:
         mp.setattr(
             messages, "_ends_with_question", lambda t: bool(re.search(ENDS_WITH_QUESTION, t))
         )
+        mp.setattr(messages, "_may_request", lambda t: True)
         return _verdicts(text)
 
 
@@ -200,3 +207,37 @@ def test_the_lazy_names_are_the_enums() -> None:
     assert messages.is_approval("LGTM", Checkpoint.PLAN) is True
     verdict = classify_message("what now", state=None, checkpoint=Checkpoint.NONE)
     assert verdict.kind is MessageKind.QUESTION and verdict.keeps_state
+
+
+def test_the_request_words_are_words() -> None:
+    """_EDIT_VERB's alternatives taken apart are plain lowercase words (else `in` would test
+    a regex's text)."""
+    assert all(w.isalpha() and w.islower() for w in messages._REQUEST_WORDS)
+    assert "implement" in messages._REQUEST_WORDS and "rename" in messages._REQUEST_WORDS
+
+
+# A change request at the change review for each of _REQUEST_WORDS beyond the edit verbs,
+# holding no other of them: dropping any word from the list changes its verdict mid-work.
+ONLY = {
+    "need": "needs tests", "should": "should be async", "typo": "a typo here",
+    "wrong": "this is wrong", "broken": "it is broken", "missing": "this is missing",
+    "off": "the count is off", "fail": "it fails on linux", "bad": "it looks bad",
+    "confusing": "it is confusing", "unclear": "this is unclear", "instead": "instead of that",
+    "rather": "rather than that", "crash": "it crashes", "break": "it breaks",
+    "misses": "it misses it", "lacks": "it lacks tests", "regress": "it regressed",
+    "work": "it doesn't work", "compile": "it doesn't compile", "build": "it does not build",
+    "pass": "it does not pass", "bug": "a bug in it", "touch": "don't touch it",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("state", [State.IMPLEMENTATION, State.VALIDATION, State.REVIEW])
+def test_every_request_word_is_needed(state: State) -> None:
+    verbs = messages._EDIT_VERB[3:-1].split("|")
+    assert set(messages._REQUEST_WORDS) == {*verbs, *ONLY}
+    samples = [*ONLY.items(), *((verb, f"please {verb} it") for verb in verbs)]
+    for word, text in samples:
+        norm = messages._normalize(text)
+        held = [w for w in messages._REQUEST_WORDS if w in norm]
+        assert word in held and (word in verbs or held == [word]), (word, held)
+        verdict, _, _ = judge(text, state=state, checkpoint=Checkpoint.NONE)
+        assert verdict.kind == "CHANGE_REQUEST", (word, text)

@@ -599,6 +599,27 @@ _WAITS_FOR = MappingProxyType({"SYNTHESIS": _PLAN, "AWAITING_USER_APPROVAL": _CH
 _AT_WORK = ("IMPLEMENTATION", "VALIDATION", "REVIEW")
 
 
+# Words without one of which no sentence is a change request (issue 18, fifth pass): every
+# alternative of _POLITE_REQUEST_RE and _IMPERATIVE_RE, and of _REQUEST_RE's first three, ends
+# in an edit verb; each other alternative of _REQUEST_RE holds one of the rest literally
+# ("incorrect" holds the verb "correct"). A message holding none of them (as a substring of
+# its normalized text) is no change request at the change review, so mid-work words without
+# them are judged without `re` (tests/test_messages_words.py compares the verdicts with and
+# without this check).
+_REQUEST_WORDS = (
+    *_EDIT_VERB[3:-1].split("|"),
+    "need", "should", "typo", "wrong", "broken", "missing", "off", "fail", "bad",
+    "confusing", "unclear", "instead", "rather", "crash", "break", "misses", "lacks", "regress",
+    "work", "compile", "build", "pass", "bug", "touch",
+)  # fmt: skip
+
+
+def _may_request(text: str) -> bool:
+    """False only when `text` cannot be a change request at the change review."""
+    norm = _normalize(text)
+    return any(word in norm for word in _REQUEST_WORDS)
+
+
 def judge(
     text: str, *, state: State, checkpoint: Checkpoint
 ) -> tuple[MessageClass, Checkpoint, bool]:
@@ -622,7 +643,7 @@ def judge_plain(text: str, *, state: str, checkpoint: str) -> tuple[str, str, st
 def _judge(text: str, state: str, checkpoint: str) -> tuple[_Verdict, str, bool]:
     verdict = _classify(text, state, checkpoint)
     waiting = _WAITS_FOR.get(state)
-    if state in _AT_WORK and verdict[0] != _K.RESUMPTION:
+    if state in _AT_WORK and verdict[0] != _K.RESUMPTION and _may_request(text):
         # Mid-work words are judged like words at the change review (issue 17): a change
         # request reaches the agents now instead of being logged as an interruption.
         early = _classify(text, None, _CHANGES)
