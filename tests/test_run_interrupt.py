@@ -138,17 +138,22 @@ def test_ctrl_c_while_an_agent_is_still_starting_ends_the_run_promptly(tmp_path:
     took = time.monotonic() - released
     assert proc.returncode == 130, out + err
     assert took < timeout_s / 2  # a ratio of the agent timeout, never a fixed figure
-    # No agent outlives the run (a bounded wait for the kernel to tear the sandboxes down; an
-    # agent that kept running sleeps for SLEEP_S), and no registration of one is left behind.
+    # The held agent did start after the first pass, and the pool ended it (not its timeout).
+    first = repo.task_dir(TASK) / "agents" / HELD / "implementation-r1-a1.result.json"
+    assert json.loads(first.read_text())["result"]["exit_code"] == -signal.SIGKILL
+    _ended_kept_and_resumed(repo, hang, marker)
+
+
+def _ended_kept_and_resumed(repo: Repo, hang: Path, marker: str) -> None:
+    """No agent outlives the run (a bounded wait for the kernel to tear the sandboxes down; an
+    agent that kept running sleeps for SLEEP_S) and no registration of one is left behind; the
+    killed implementers' commits are on their branches, their worktrees clean; audit passes;
+    the task resumes to the end with their work on main."""
     until = time.monotonic() + 30
     while _with_marker(marker) and time.monotonic() < until:
         time.sleep(0.05)
     assert not _with_marker(marker)
     assert not list((repo.path / ".taskgate" / "peers").glob("*.json"))
-    # The held agent did start after the first pass, and the pool ended it (not its timeout).
-    first = repo.task_dir(TASK) / "agents" / HELD / "implementation-r1-a1.result.json"
-    assert json.loads(first.read_text())["result"]["exit_code"] == -signal.SIGKILL
-    # Nothing lost: each killed implementer's commit is on its branch, its worktree is clean.
     assert state(repo, TASK) == "IMPLEMENTATION"
     agents = repo.ok("status", TASK, "--json", session="run").json()["required_agents"]
     killed = [a for a in agents if a != HELD]
@@ -167,3 +172,34 @@ def test_ctrl_c_while_an_agent_is_still_starting_ends_the_run_promptly(tmp_path:
     audit = repo.run("audit", TASK, "--json", session="run")
     assert audit.code == 0, audit.out
     git(repo.path, "fsck", "--no-progress")
+
+
+def test_sigterm_ends_the_run_like_ctrl_c_and_keeps_the_agents_work(tmp_path: Path) -> None:
+    """`kill PID` (or a closed terminal's SIGHUP): the default action ended `run` at once, and
+    the commits the agents had made in their sandboxes never reached their branches."""
+    marker = f"tg-term-{os.getpid()}-{tmp_path.name}"
+    repo, hang = _setup(tmp_path, marker)
+    hang.write_text("the implementers commit, then sleep\n")
+    env = dict(os.environ, PYTHONPATH=str(SRC), TASKGATE_SESSION="run")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "taskgate", "run", TASK, "--yes"],
+        cwd=repo.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def batch_running() -> bool:
+        """Every implementer sleeps (all but HELD after committing)."""
+        if len(_with_marker(marker)) < 2:
+            return False
+        team = repo.ok("status", TASK, "--json", session="run").json()["required_agents"]
+        return len(_with_marker(marker)) == len(team)
+
+    _until("the batch running", batch_running, proc, 240)
+    proc.send_signal(signal.SIGTERM)
+    timeout_s = TIMEOUT_MIN * 60
+    out, err = proc.communicate(timeout=timeout_s / 2)  # a ratio of the agent timeout
+    assert proc.returncode == 130, out + err
+    _ended_kept_and_resumed(repo, hang, marker)

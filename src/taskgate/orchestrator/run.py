@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import fnmatch
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from taskgate.agents import confinement, setup_sandbox
@@ -110,6 +111,31 @@ def run_one(
             raise
 
 
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a closed terminal) end `run` like Ctrl-C: the agents are ended and
+    their sandboxes' commits imported to their branches (orchestrator/pool.py). The default
+    action killed `run` at once, and the work the agents had committed was lost. An ignored
+    signal (`nohup`) stays ignored."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                previous[sig] = signal.signal(sig, interrupt)
+        except ValueError:  # not the main thread: nothing to install
+            break
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def run(
     engine: Engine,
     *,
@@ -124,6 +150,19 @@ def run(
     """`taskgate run`: each task fully isolated, one after another (R-BAT-01)."""
     if sum(bool(x) for x in (tasks, next_only, run_all)) != 1:
         raise UsageError("name a task, or pass --next or --all", hint="taskgate run --help")
+    with _terminate_as_interrupt():
+        return _run(engine, tasks, next_only, filters, approver, progress, parallel)
+
+
+def _run(
+    engine: Engine,
+    tasks: Sequence[str],
+    next_only: bool,
+    filters: Sequence[str],
+    approver: Approver,
+    progress: Progress,
+    parallel: int,
+) -> RunOutcome:
     outcome = RunOutcome()
     if tasks:
         for name in tasks:
