@@ -21,7 +21,9 @@ from pathlib import Path
 from conftest import Repo, git
 from store_kinds import kind_fixture, query  # noqa: F401
 from test_faults_resume import SLUG, _finished
-from test_run import sample
+from test_run import sample, state
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _events(repo: Repo, kind: str) -> list[dict[str, object]]:
@@ -233,3 +235,36 @@ def test_recover_repair_resets_what_a_stop_exhausted(tmp_path: Path) -> None:
     _finished(repo, SLUG, commits=4)
     assert not _events(repo, "run_resumed")  # the stop was already resolved
     assert _said(repo, "implementation")[-1] == ("COMPLETE", "")
+
+
+def test_a_program_the_sandbox_hides_stops_the_run_naming_the_fix(tmp_path: Path) -> None:
+    """An agent command that runs outside but not confined (a version manager's shim: its
+    manager lives under $HOME, which the sandbox hides) stops the run at once with the fix,
+    and the fix it names works."""
+    manager = Path(os.environ["HOME"]) / ".toolmgr"  # like ~/.pyenv (HOME: the test's own)
+    tool = manager / "libexec" / "agent"
+    tool.parent.mkdir(parents=True)
+    python = os.path.realpath(sys.executable)
+    tool.write_text(f'#!/bin/sh\nexec {python} {ROOT / "bench" / "scripted_agent.py"} "$@"\n')
+    shim = tmp_path / "shims" / "style-agent"  # its directory is mounted back, not the manager
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec {tool} "$@"\n')
+    for program in (tool, shim):
+        program.chmod(0o755)
+    repo = sample(tmp_path, extra=f'\n[agents.style]\nbackend = "command"\ncommand = ["{shim}"]\n')
+    stopped = repo.run("run", SLUG, "--yes", session="run")
+    assert stopped.code == 4, stopped.out + stopped.err
+    assert "agent command not runnable: style" in stopped.err
+    assert "needs its directory in [agents] sandbox_readable" in stopped.err
+    assert [e["cause"] for e in _events(repo, "run_stopped")] == ["misconfiguration"]
+    toml = repo.path / "taskgate.toml"
+    readable = json.dumps([str(manager)])
+    toml.write_text(
+        toml.read_text().replace("[agents]\n", f"[agents]\nsandbox_readable = {readable}\n", 1)
+    )
+    # The fix the stop named (left uncommitted: a commit on main would move it past the
+    # task): the agent runs now; without --yes the run goes on to the plan checkpoint.
+    again = repo.run("run", SLUG, session="run")
+    assert again.code == 4 and f"taskgate approve {SLUG} plan" in again.err, again.err
+    assert _said(repo, "requirements")[-1][0] == "COMPLETE"
+    assert state(repo, SLUG) == "SYNTHESIS"

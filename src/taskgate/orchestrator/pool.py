@@ -267,6 +267,13 @@ class AgentPool:
         issue = "; ".join(f"{a}: {r.reason}" for a, r in broken.items())
         notes.record_stop(self.engine, self.task, "misconfiguration", issue,
                           f"taskgate run {self.task}")  # fmt: skip
+        fix = "Fix [agents] in taskgate.toml (command, PATH)"
+        if any(_confined(r) for r in broken.values()):  # found outside, hidden inside
+            fix += (
+                "; the agents run confined, where /tmp and $HOME are hidden: a program there "
+                "(or a version manager's shim, pyenv's ~/.pyenv) needs its directory in "
+                "[agents] sandbox_readable (docs/security.md)"
+            )
         raise NeedsHuman(
             escalation_message(
                 self.task,
@@ -274,8 +281,7 @@ class AgentPool:
                 state=snap.task.state,
                 attempts="one: a missing executable is not retried",
                 impact=f"{', '.join(broken)} cannot work on the task",
-                option1="Fix [agents] in taskgate.toml (command, PATH), then "
-                f"taskgate run {self.task}",
+                option1=f"{fix}, then taskgate run {self.task}",
                 option2="Choose another backend for these agents",
             ),
             hint=f"after fixing taskgate.toml: taskgate run {self.task}",
@@ -286,6 +292,12 @@ def _start(request: AgentRequest) -> AgentResult:
     """One worker's invocation (a thread of the pool)."""
     failpoints.wait(f"pool:start:{request.mode.value}:{request.agent}")  # tests: still starting
     return invoke(request)
+
+
+def _confined(result: AgentResult) -> bool:
+    """The agent ran in the sandbox (agents/sandbox.py), as its result records."""
+    record = result.meta.get("sandbox")
+    return isinstance(record, dict) and record.get("mode") == "confined"
 
 
 def _escaped(result: AgentResult) -> str:
