@@ -150,6 +150,13 @@ def test_the_oracle_is_the_regex_version() -> None:
     assert classify_message("what now", state=None, checkpoint=Checkpoint.NONE).kind == "QUESTION"
 
 
+def test_the_classifier_constants_are_message_kind_values() -> None:
+    """messages._K, the plain values the prompt hook judges with, names exactly MessageKind's
+    members: a value added to one and not the other fails here, not in a user's prompt."""
+    constants = {k: v for k, v in vars(messages._K).items() if not k.startswith("_")}
+    assert constants == {m.name: m.value for m in messages.MessageKind}
+
+
 def test_message_kind_is_the_str_enum_it_was() -> None:
     """MessageKind is built by taskgate.enum_lite (no `enum` on the prompt hook's path): the
     enum.StrEnum of the same names and values, in the same order, and MappingProxyType the
