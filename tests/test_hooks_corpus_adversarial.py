@@ -356,7 +356,9 @@ def state(world: dict[str, str]) -> tuple[str, str, str]:
 
 
 def violations(world: dict[str, str]) -> list[dict[str, Any]]:
-    with sqlite3.connect(Path(world["{R}"], ".taskgate", "state.db")) as db:
+    # Closed after each read (sqlite3's `with` commits, it does not close): connections left
+    # open across the hooks' writes have read "database disk image is malformed".
+    with contextlib.closing(sqlite3.connect(Path(world["{R}"], ".taskgate", "state.db"))) as db:
         rows = db.execute(
             "SELECT payload FROM events WHERE task = ? AND kind = 'effect_violation'", (TASK,)
         ).fetchall()
@@ -441,3 +443,52 @@ def test_a_cwd_outside_the_repository_does_not_switch_the_rules_off(
                          cwd=world["{W}"]))  # fmt: skip  # the session's first call
     assert session_repo("s1") == world["{R}"]
     assert attempt(world, "Bash", {"command": fill(command, world)}, str(tmp_path)) == "denied"
+
+
+# `$((` is arithmetic only when bash reads it so (its closing `))` ends the construct and the
+# text between balances); otherwise a command substitution whose commands run. The first two
+# were found by test_hooks_corpus_property.py: allowed, run, and not compared afterwards.
+PAREN_LOOK_ALIKES = [
+    "cd . && for i in 1; do echo $((( 1 )) && find . -maxdepth 0 -fprint README.md); done",
+    "echo $(echo $(echo $((( 1 )) && find . -maxdepth 0 -fprint README.md)))",
+    "echo $((( 1 )) && touch f.py)", "echo $(( (1) ) ; touch f.py)",
+    "echo \"$((( 1 )) && touch f.py)\"", "echo `echo $((( 1 )) && touch f.py)`",
+    "cat <(echo $(( (1) ) ; touch f.py))", "((( 1 )) && touch f.py)", "(( 1 ) ; touch f.py)",
+    "echo $(( \"'\" $(touch f.py) \"'\" ))",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", PAREN_LOOK_ALIKES)
+def test_a_command_in_an_arithmetic_look_alike_is_denied(
+    world: dict[str, str], command: str
+) -> None:
+    assert attempt(world, "Bash", {"command": command}, world["{W}"]) == "denied"
+
+
+@pytest.mark.parametrize("command", PAREN_LOOK_ALIKES[:4])
+def test_a_write_in_an_arithmetic_look_alike_is_compared_after_the_fact(
+    world: dict[str, str], command: str
+) -> None:
+    """The net on its own: the line runs as if PreToolUse had let it through; PostToolUse must
+    compare (it skips lines it takes for pure reads) and move the change aside."""
+    repo = Repo(Path(world["{R}"]))
+    w = world["{W}"]
+    pre = hook(repo, fixture("pre_tool_use_bash", repo, tool_input={"command": "ls"}, cwd=w))
+    assert pre.code == 0 and pre.out == "", pre.out  # allowed: the session's baseline exists
+    before, seen = state(world), len(violations(world))
+    subprocess.run(["bash", "-c", command], cwd=w, capture_output=True, stdin=subprocess.DEVNULL)
+    assert state(world) != before, "the line wrote nothing: the test proves nothing"
+    post = fixture("post_tool_use_write", repo, tool_name="Bash", tool_input={"command": command},
+                   cwd=w)  # fmt: skip
+    run = hook(repo, post)
+    assert run.code == 0, run.err
+    assert state(world) == before, run.out
+    assert len(violations(world)) == seen + 1 and "moved aside" in run.out
+    repo.ok("violations", TASK, "--resolve", "all", "--reason", "test")
+
+
+@pytest.mark.parametrize(
+    "command", ["echo $(( (1+2) * 3 ))", "echo $(((1)))", "(( (1+2) * 3 )) && echo yes"]
+)
+def test_genuine_arithmetic_is_allowed_and_harmless(world: dict[str, str], command: str) -> None:
+    assert attempt(world, "Bash", {"command": command}, world["{W}"]) == "harmless"

@@ -298,3 +298,61 @@ def test_the_budget_stops_fan_out_and_megabyte_lines() -> None:
     assert analyse("touch " + "{a,b}" * 20, CWD).budget
     assert analyse("( " * 3000 + "true" + " )" * 3000, CWD).budget
     assert not analyse("cd /tmp; cd /; cd /tmp; touch f", CWD).budget
+
+
+# -- `$((` and `((`: arithmetic only by bash's own rule, never a hiding place ------------------
+
+HIDDEN_IN_PARENS = [  # each runs `touch x` in bash 5 (checked against bash -c in a scratch dir)
+    "echo $((( 1 )) && touch x)",
+    "echo $(( (1) ) ; touch x)",
+    "echo $((( 1 )) || :; touch x)",
+    "echo $(((1)) ; touch x)",
+    "echo $((echo a) ; (touch x))",
+    "x=$((echo a) ; touch x)",
+    'echo "$((( 1 )) && touch x)"',
+    'echo "$(( (1) ) ; touch x)"',
+    "echo `echo $((( 1 )) && touch x)`",
+    "cat <(echo $((( 1 )) && touch x))",
+    "echo $(echo $(echo $((( 1 )) && touch x)))",
+    "cd . && for i in 1; do echo $((( 1 )) && touch x); done",
+    "((( 1 )) && touch x)",
+    "(( 1 ) ; touch x)",
+    "((echo a) ; touch x)",
+    "{ (( 1 ) ; touch x ) ; }",
+    "echo $(( $(touch x) 1 ))",  # arithmetic, but its substitution runs
+    'echo $(( "\'" $(touch x) "\'" ))',  # a `"` is not a quote inside arithmetic
+    '(( "\'" $(touch x) "\'" ))',
+    "echo $(( '$(touch x)' ))",
+]
+
+
+@pytest.mark.parametrize("command", HIDDEN_IN_PARENS)
+def test_commands_inside_parentheses_that_are_not_arithmetic_are_judged(command: str) -> None:
+    assert "/r/x" in writes(command), command
+
+
+def test_the_corpus_line_with_find_fprint_is_a_write() -> None:
+    line = "cd . && for i in 1; do echo $((( 1 )) && find . -maxdepth 0 -fprint README.md); done"
+    assert writes(line) == {"/r/README.md"}
+    line = "echo $(echo $(echo $((( 1 )) && find . -maxdepth 0 -fprint README.md)))"
+    assert writes(line) == {"/r/README.md"}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo $(( (1+2) * 3 ))",
+        "echo $(((1)))",
+        "echo $(( 1 + (2) ))",
+        "echo $((1))$((2)) > /dev/null",
+        "a=$((1+2)); echo $a",
+        'echo "$(( (1 + 2) * 3 ))"',
+        "(( (1+2) * 3 )) && echo yes",
+        "(((1)))",
+        "(( x > 3 )) || echo small",
+        "echo $(( x > 3 ))",
+    ],
+)
+def test_genuine_arithmetic_stays_arithmetic(command: str) -> None:
+    a = analyse(command, CWD, home="/home/u")
+    assert a.reads_only and not a.runs_code, (command, a.writes, a.unbounded, a.problems)

@@ -14,6 +14,7 @@ from taskgate.hooks.lexer import (
     _ansi_end,
     _backtick_end,
     _brace_end,
+    arith_substitution,
     balanced,
 )
 
@@ -144,9 +145,16 @@ class Expander:
             word.known = False  # ~user: another account's home
         return end
 
-    def _dquoted(self, s: str, i: int, out: list[str], word: Word) -> int:
+    def arithmetic(self, text: str) -> None:
+        """An arithmetic expression (`$((text))`, `((text))`): the substitutions inside it
+        run. It reads as if double-quoted, except that `"` is not special there (so a `"`
+        cannot open a quote that hides a `$(...)` from this scan)."""
+        if "$(" in text or "`" in text:
+            self._dquoted(text, 0, [], Word(), closer="")
+
+    def _dquoted(self, s: str, i: int, out: list[str], word: Word, closer: str = '"') -> int:
         n = len(s)
-        while i < n and s[i] != '"':
+        while i < n and s[i] != closer:
             self.budget.spend()
             c = s[i]
             if c == "\\" and i + 1 < n and s[i + 1] in '"\\$`\n':
@@ -167,16 +175,13 @@ class Expander:
 
     def _dollar(self, s: str, i: int, out: list[str], word: Word, quoted: bool = False) -> int:
         n = len(s)
-        if s.startswith("$((", i):
-            end = balanced(s, i + 1, self.budget)
-            inner = s[i + 3 : end - 1]
-            if "$(" in inner or "`" in inner:
-                self.expand(f'"{inner}"')  # substitutions inside arithmetic still run
-            word.known = False
-            return end + 1
         if s.startswith("$(", i):
             end = balanced(s, i + 1, self.budget)
-            self.substitute(s[i + 2 : end])
+            inner = s[i + 2 : end]
+            if arith_substitution(inner, self.budget):  # $((...)), by bash's own rule
+                self.arithmetic(inner[1:-1])
+            else:
+                self.substitute(inner)
             word.known = False
             return end + 1
         if s.startswith("$'", i) and not quoted:

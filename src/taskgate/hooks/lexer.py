@@ -99,12 +99,12 @@ def tokenize(s: str, budget: Budget) -> list[Token]:
             i = _redirect(s, i, "", out, pending, budget)
         elif c in ";&|()":
             op = next(o for o in OPERATORS if s.startswith(o, i))
-            if op == "(" and s.startswith("((", i) and _command_start(out):
-                end = _arith_end(s, i, budget)
+            close = arith_command_end(s, i, budget) if _command_start(out) else None
+            if close is not None:
                 out.append(("word", "(("))
-                out.append(("word", s[i + 2 : end]))
+                out.append(("word", s[i + 2 : close]))
                 out.append(("op", ";"))
-                i = end + 2
+                i = close + 2
                 continue
             out.append(("op", op))
             i += len(op)
@@ -128,9 +128,51 @@ def _command_start(out: list[Token]) -> bool:
     return not out or out[-1][0] == "op" or out[-1] in (("word", "!"), ("word", "{"))
 
 
-def _arith_end(s: str, i: int, budget: Budget) -> int:
-    end = balanced(s, i, budget)
-    return end - 1 if end > i and s[end - 1 : end + 1] == "))" else end
+def arith_command_end(s: str, i: int, budget: Budget) -> int | None:
+    """Where the arithmetic command `(( ... ))` starting at `i` ends (the index of its first
+    closing `)`), or None when `((` at `i` is not one. Bash's rule (parse.y parse_arith_cmd):
+    `((` is arithmetic only when the `)` closing its second `(` is followed at once by `)`;
+    otherwise it is a subshell inside a subshell, whose commands run: `(( 1 ) ; touch f)`,
+    `((echo a) )`, `((( 1 )) && touch f)` (whose inner `(( 1 ))` is arithmetic again)."""
+    if not s.startswith("((", i):
+        return None
+    close = balanced(s, i + 1, budget)
+    return close if s.startswith(")", close + 1) else None
+
+
+def arith_substitution(inner: str, budget: Budget) -> bool:
+    """True when `$(inner)` is an arithmetic expansion `$((...))`, False when it is a command
+    substitution whose commands run. Bash's rule (subst.c chk_arithsub): `inner` starts with
+    `(` and ends with `)`, and the text between has balanced parentheses (quotes respected).
+    So `$((( 1 )) && touch f)` and `$(( (1) ) ; touch f)` run commands, `$(( (1+2) * 3 ))`
+    does not. Anything else (unbalanced, unterminated) is a command substitution: when in
+    doubt the commands are judged, never hidden."""
+    if len(inner) < 2 or inner[0] != "(" or inner[-1] != ")":
+        return False
+    body, depth, i = inner[1:-1], 0, 0
+    while i < len(body):
+        budget.spend()
+        c = body[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'":
+            end = body.find("'", i + 1)
+            if end < 0:
+                return False
+            i = end + 1
+            continue
+        if c == '"':
+            i = _dquote_end(body, i + 1, budget)
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth < 0:
+                return False
+        i += 1
+    return depth == 0
 
 
 def _double_bracket(s: str, i: int, out: list[Token], budget: Budget) -> int:

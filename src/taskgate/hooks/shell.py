@@ -371,7 +371,7 @@ def _compound(node: Node, st: State) -> None:
         name, body = node.parts
         st.functions[str(name)] = body
     elif kind == "arith":
-        st.expand('"' + str(node.parts[0]) + '"')
+        st.expander.arithmetic(str(node.parts[0]))
 
 
 def _absorb(st: State, branch: State) -> None:
