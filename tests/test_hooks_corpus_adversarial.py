@@ -454,7 +454,7 @@ PAREN_LOOK_ALIKES = [
     "echo $((( 1 )) && touch f.py)", "echo $(( (1) ) ; touch f.py)",
     "echo \"$((( 1 )) && touch f.py)\"", "echo `echo $((( 1 )) && touch f.py)`",
     "cat <(echo $(( (1) ) ; touch f.py))", "((( 1 )) && touch f.py)", "(( 1 ) ; touch f.py)",
-    "echo $(( \"'\" $(touch f.py) \"'\" ))",
+    "echo $(( \"'\" $(touch f.py) \"'\" ))", "echo $(( echo x > f.py ))",
 ]  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from taskgate.hooks.lexer import (
     _brace_end,
     arith_substitution,
     balanced,
+    plausible_arithmetic,
 )
 
 TYPE_CHECKING = False
@@ -148,9 +149,12 @@ class Expander:
     def arithmetic(self, text: str) -> None:
         """An arithmetic expression (`$((text))`, `((text))`): the substitutions inside it
         run. It reads as if double-quoted, except that `"` is not special there (so a `"`
-        cannot open a quote that hides a `$(...)` from this scan)."""
+        cannot open a quote that hides a `$(...)` from this scan). Text that cannot be
+        arithmetic (`$(( echo x > f ))`) is walked as commands as well."""
         if "$(" in text or "`" in text:
             self._dquoted(text, 0, [], Word(), closer="")
+        if not plausible_arithmetic(text, self.budget):
+            self.substitute(text)  # bash fails on it; judged as commands too, in case
 
     def _dquoted(self, s: str, i: int, out: list[str], word: Word, closer: str = '"') -> int:
         n = len(s)

@@ -175,6 +175,65 @@ def arith_substitution(inner: str, budget: Budget) -> bool:
     return depth == 0
 
 
+_ARITH_OPERATORS = frozenset("+-*/%<>=!~&|^?:,")
+
+
+def plausible_arithmetic(text: str, budget: Budget) -> bool:
+    """False when `text` cannot be a bash arithmetic expression: a character arithmetic has no
+    use for (`;`, `.`, `'`, `>` after nothing ...) or two operands side by side (`echo x > f`).
+    Bash fails on such an expression without running it; the analyser then walks the text as
+    commands as well, in case a shell reads it so (when in doubt, judge the commands).
+    Lenient the other way: an expression accepted here may still be one bash rejects."""
+    i, n, operand = 0, len(text), False
+    while i < n:
+        budget.spend()
+        c = text[i]
+        if c in " \t\n" or c == '"':  # bash ignores double quotes in arithmetic
+            i += 1
+        elif text.startswith("\\\n", i):
+            i += 2
+        elif c in _ARITH_OPERATORS:
+            operand = False
+            i += 1
+        elif c.isalnum() or c in "_$`(":
+            i = -1 if operand else _arith_operand(text, i, budget)
+            if i < 0:
+                return False
+            operand = True
+        else:
+            return False
+    return True
+
+
+def _arith_operand(text: str, i: int, budget: Budget) -> int:
+    """Where the operand at `i` ends: a number (`16#ff`, `64#@_`), a name with a subscript, an
+    expansion or a parenthesised expression, or several of them glued (`$a$b`, `1$x`); -1
+    when it cannot be one."""
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "(":
+            end = balanced(text, i, budget)
+            if end >= n or not plausible_arithmetic(text[i + 1 : end], budget):
+                return -1
+            i = end + 1
+        elif text.startswith("$(", i):
+            i = balanced(text, i + 1, budget) + 1
+        elif text.startswith("${", i):
+            i = _brace_end(text, i + 1, budget) + 1
+        elif c == "$":
+            i += 2 if i + 1 < n and not (text[i + 1].isalnum() or text[i + 1] == "_") else 1
+        elif c == "`":
+            i = _backtick_end(text, i + 1) + 1
+        elif c.isalnum() or c in "_#@":
+            i += 1
+        elif c == "[":
+            i = balanced(text, i, budget, "[]") + 1
+        else:
+            break
+    return i
+
+
 def _double_bracket(s: str, i: int, out: list[Token], budget: Budget) -> int:
     """`[[ a > b ]]`: inside, < and > compare strings; they are not redirections."""
     n = len(s)
