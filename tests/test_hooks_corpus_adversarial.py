@@ -455,6 +455,7 @@ PAREN_LOOK_ALIKES = [
     "echo \"$((( 1 )) && touch f.py)\"", "echo `echo $((( 1 )) && touch f.py)`",
     "cat <(echo $(( (1) ) ; touch f.py))", "((( 1 )) && touch f.py)", "(( 1 ) ; touch f.py)",
     "echo $(( \"'\" $(touch f.py) \"'\" ))", "echo $(( echo x > f.py ))",
+    "x='a[$(touch f.py)]'; echo $((x))",
 ]  # fmt: skip
 
 
@@ -492,3 +493,13 @@ def test_a_write_in_an_arithmetic_look_alike_is_compared_after_the_fact(
 )
 def test_genuine_arithmetic_is_allowed_and_harmless(world: dict[str, str], command: str) -> None:
     assert attempt(world, "Bash", {"command": command}, world["{W}"]) == "harmless"
+
+
+def test_arithmetic_on_a_value_read_at_run_time_is_compared_after_the_fact(
+    world: dict[str, str],
+) -> None:
+    """Bash evaluates `x`'s value in `$((x))`, and a subscript in it runs `$(...)`: a value
+    read at run time cannot be judged before, so the line is allowed and the net catches it."""
+    Path(world["{T}"], "expr").write_text("a[$(touch f.py)]\n")
+    command = fill("x=$(cat {T}/expr); echo $((x))", world)
+    assert attempt(world, "Bash", {"command": command}, world["{W}"]) == "detected"

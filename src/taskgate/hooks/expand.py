@@ -83,11 +83,13 @@ class Expander:
         substitute: Callable[[str], None],
         home: str,
         budget: Budget,
+        dynamic: Callable[[], None] | None = None,
     ) -> None:
         self.lookup = lookup  # a variable's value, None when unknown
         self.substitute = substitute  # analyse the commands of $(...) / `...` / <(...)
         self.home = home
         self.budget = budget
+        self.dynamic = dynamic  # arithmetic evaluates a value known only at run time
 
     def expand(self, raw: str) -> Word:
         """The word's value; unknown when it depends on runtime values."""
@@ -146,7 +148,7 @@ class Expander:
             word.known = False  # ~user: another account's home
         return end
 
-    def arithmetic(self, text: str) -> None:
+    def arithmetic(self, text: str, depth: int = 0) -> None:
         """An arithmetic expression (`$((text))`, `((text))`): the substitutions inside it
         run. It reads as if double-quoted, except that `"` is not special there (so a `"`
         cannot open a quote that hides a `$(...)` from this scan). Text that cannot be
@@ -155,6 +157,34 @@ class Expander:
             self._dquoted(text, 0, [], Word(), closer="")
         if not plausible_arithmetic(text, self.budget):
             self.substitute(text)  # bash fails on it; judged as commands too, in case
+        self._evaluated_names(text, depth)
+
+    def _evaluated_names(self, text: str, depth: int) -> None:
+        """Bash evaluates a variable's value named in arithmetic as an expression, and a
+        subscript in it expands (`x='a[$(touch f)]'; echo $((x))` runs touch): a value known
+        here is judged as arithmetic in turn; one known only at run time (or nested too deep)
+        is reported through `dynamic`, so PostToolUse compares effects after the line."""
+        i, n = 0, len(text)
+        while i < n:
+            self.budget.spend()
+            c = text[i]
+            if text.startswith("$(", i):
+                i = balanced(text, i + 1, self.budget) + 1
+            elif c == "`":
+                i = _backtick_end(text, i + 1) + 1
+            elif (c.isalpha() or c == "_") and (i == 0 or not _glued(text[i - 1])):
+                j = i + 1
+                while j < n and (text[j].isalnum() or text[j] == "_"):
+                    j += 1
+                value = self.lookup(text[i:j])
+                if value is None or depth >= 4:
+                    if self.dynamic is not None:
+                        self.dynamic()
+                elif any(ch.isalpha() or ch in "_$`[" for ch in value):
+                    self.arithmetic(value, depth + 1)
+                i = j
+            else:
+                i += 1
 
     def _dquoted(self, s: str, i: int, out: list[str], word: Word, closer: str = '"') -> int:
         n = len(s)
@@ -222,6 +252,11 @@ class Expander:
             word.known = False
         else:
             out.append(value)
+
+
+def _glued(c: str) -> bool:
+    """A name right after `c` is part of a number (`16#ff`, `0x1f`), not a variable."""
+    return c.isalnum() or c in "_#@"
 
 
 def brace_expand(text: str, limit: int = 64) -> list[str]:

@@ -120,7 +120,7 @@ class State:
         self.source = ""  # the line being walked: code an interpreter may read from stdin
         self.stdin_code = ""  # a here-document or here-string feeding the current command
         self.last_success: tuple[str, ...] | None = None  # where a `cd` leads when it succeeds
-        self.expander = Expander(self.lookup, self.substitution, home, budget)
+        self.expander = Expander(self.lookup, self.substitution, home, budget, self.dynamic)
 
     def copy(self) -> State:
         """A subshell's view: changes inside do not leak out."""
@@ -131,7 +131,7 @@ class State:
         new.dirstack = None if self.dirstack is None else list(self.dirstack)
         new.stdin_code = ""
         new.last_success = None
-        new.expander = Expander(new.lookup, new.substitution, new.home, new.budget)
+        new.expander = Expander(new.lookup, new.substitution, new.home, new.budget, new.dynamic)
         return new
 
     def lookup(self, name: str) -> str | None:
@@ -156,6 +156,11 @@ class State:
         else:
             self.vars.pop(name, None)
             self.unknown_vars.add(name)
+
+    def dynamic(self) -> None:
+        """Arithmetic evaluates a value known only at run time (hooks/expand.py): it may run
+        commands, so PostToolUse compares effects after the line."""
+        self.result.runs_code = True
 
     def substitution(self, inner: str) -> None:
         """Commands inside $(...), backticks and <(...) run too: analyse them in a subshell."""
