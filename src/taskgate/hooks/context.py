@@ -111,9 +111,10 @@ def load_actor(layout: Layout, session: str, agent: str) -> Actor:
     from taskgate.store import snapshot
 
     db = os.path.join(layout.state_dir, "state.db")
-    try:
-        with open(db, "rb") as handle:
-            header = handle.read(16)
+    try:  # never open()+close(): that drops this process's SQLite locks (store/dbfile.py)
+        from taskgate.store.dbfile import read_head
+
+        header = read_head(db, 16)
     except OSError:
         from taskgate.store.select import server_snapshot  # issue 20: PostgreSQL, no state.db
 
