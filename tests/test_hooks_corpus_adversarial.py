@@ -503,3 +503,43 @@ def test_arithmetic_on_a_value_read_at_run_time_is_compared_after_the_fact(
     Path(world["{T}"], "expr").write_text("a[$(touch f.py)]\n")
     command = fill("x=$(cat {T}/expr); echo $((x))", world)
     assert attempt(world, "Bash", {"command": command}, world["{W}"]) == "detected"
+
+
+# Words bash evaluates as arithmetic, and names whose subscript it evaluates (bash 5.2): a
+# value on the line that hides a command is denied; one read at run time is compared after.
+EVALUATED = [
+    "[[ $x -eq 1 ]]", "[[ x -ge 1 ]]", 'let "$x"', "declare -i y=x", "typeset -i y=$x",
+    "echo ${a[x]}", "echo ${#a[x]}", "echo ${v:x}", "echo ${v:1:x}", "a[$x]=1", 'test -v "$x"',
+    '[ -v "$x" ]', 'printf -v "$x" 1', 'read "$x" < /dev/null', 'unset "$x"',
+    'declare -n r="$x"; echo $r',
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("line", EVALUATED)
+def test_a_command_in_a_word_bash_evaluates_is_denied(
+    world: dict[str, str], line: str, tmp_path: Path
+) -> None:
+    command = "x='a[$(touch f.py)]'; a=1; v=hello; " + line
+    subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True,
+                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    assert (tmp_path / "f.py").exists(), "bash does not run it: the test proves nothing"
+    assert attempt(world, "Bash", {"command": command}, world["{W}"]) == "denied"
+
+
+@pytest.mark.parametrize("line", EVALUATED[::3])
+def test_a_word_bash_evaluates_read_at_run_time_is_compared_after_the_fact(
+    world: dict[str, str], line: str
+) -> None:
+    Path(world["{T}"], "expr").write_text("a[$(touch f.py)]\n")
+    command = fill("x=$(cat {T}/expr); a=1; v=hello; ", world) + line
+    assert attempt(world, "Bash", {"command": command}, world["{W}"]) == "detected"
+
+
+@pytest.mark.parametrize(
+    "command", ["n=3; [[ $n -eq 1 ]] || echo no", "i=0; let i++", "a[0]=1; a[1]=2; echo ${a[0]}",
+                "v=hello; echo ${v:1:2}"],
+)  # fmt: skip
+def test_genuine_evaluated_words_are_allowed_and_harmless(
+    world: dict[str, str], command: str
+) -> None:
+    assert attempt(world, "Bash", {"command": command}, world["{W}"]) == "harmless"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -385,3 +386,50 @@ def test_arithmetic_evaluates_the_values_of_the_variables_it_names() -> None:
     for line in ["x=3; echo $((x + 1))", "echo $(( 16#ff + 0x1f ))"]:
         a = analyse(line, CWD, home="/home/u")
         assert a.reads_only and not a.runs_code, line
+
+
+# Every place bash evaluates a word as arithmetic, or a name whose subscript is arithmetic
+# (bash 5.2): with x='a[$(touch x)]' each line runs `touch x`, which the test checks first.
+EVALUATED = [
+    "[[ $x -eq 1 ]]", "[[ 1 -ne $x ]]", "[[ x -lt 1 ]]", "[[ 1 -le x ]]", "[[ x -gt 1 ]]",
+    "[[ 1 -ge x ]]", "let x", 'let "$x"', "declare -i y=x", "declare -i y=$x", "typeset -i y=x",
+    "f() { local -i y=$x; }; f", "declare -i y; y=x", 'declare -a "b[$x]=1"',
+    'declare -A "m[$x]=1"', "echo ${a[x]}", "echo ${#a[x]}", "echo ${!a[x]}", "echo ${a[x]:-z}",
+    "echo ${v:x}", "echo ${v:1:x}", 'echo "${v: $x}"', "a[x]=1", "a[$x]=1", 'test -v "$x"',
+    '[ -v "$x" ]', "[[ -v $x ]]", 'printf -v "$x" 1', 'read "$x"', 'unset "$x"',
+    'unset -v "$x"', 'declare -n r="$x"; echo $r',
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("line", EVALUATED)
+def test_words_bash_evaluates_as_arithmetic_are_judged(line: str, tmp_path: Path) -> None:
+    setup = "x='a[$(touch x)]'; a=1; v=hello; "
+    subprocess.run(["bash", "-c", setup + line], cwd=tmp_path, capture_output=True,
+                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    assert (tmp_path / "x").exists(), f"bash does not run the touch in {line!r}"
+    assert "/r/x" in writes(setup + line), line
+    # the same value known only at run time: allowed, and compared after the line
+    a = analyse("x=$(cat f); a=1; v=hello; " + line, CWD, home="/home/u")
+    assert a.runs_code and not a.writes, line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "n=3; [[ $n -eq 1 ]]", "[[ 2 -gt 1 ]] && echo yes", "i=0; let i++", "echo ${a[0]}",
+        "v=hello; echo ${v:1:2} ${v: -1} ${v:-default} ${#v}", "echo ${#a[@]} ${a[@]} ${!a[@]}",
+        "a[0]=1; echo ${a[0]}", "declare -i n=3", "read -r line < f",
+        "read -p 'go [y/n] ' ans", "mapfile -t lines < f", "unset x y; unset -f g",
+        "[ -v HOME ] && test -v PATH", "printf -v out '%s' 1", "test 1 -eq 1",
+        "declare -A m; m[key]=1; echo ${m[key]}", "getopts ab: opt",
+    ],
+)  # fmt: skip
+def test_genuine_evaluated_words_stay_pure_reads(line: str) -> None:
+    a = analyse(line, CWD, home="/home/u")
+    assert a.reads_only and not a.runs_code, (line, a.writes, a.unbounded, a.problems)
+
+
+def test_a_test_builtin_compares_integers_without_evaluating() -> None:
+    # `[ "$x" -eq 1 ]` and `test` only parse integers (bash 5.2): no touch, nothing to compare
+    a = analyse("x='a[$(touch x)]'; [ \"$x\" -eq 1 ]", CWD, home="/home/u")
+    assert a.reads_only and not a.runs_code

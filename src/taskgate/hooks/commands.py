@@ -67,10 +67,31 @@ _NEUTRAL = frozenset(
 
 
 def is_assignment(text: str) -> bool:
-    """`NAME=value` (also `NAME+=value`)."""
-    name, eq, _ = text.partition("=")
+    """`NAME=value` (also `NAME+=value`, `NAME[subscript]=value`)."""
+    return split_assignment(text) is not None
+
+
+def split_assignment(text: str) -> tuple[str, str | None, str] | None:
+    """(name, subscript or None, value) of `NAME=value`, `NAME+=value`, `NAME[sub]=value`."""
+    start = text.find("[")
+    eq = text.find("=")
+    if eq < 0:
+        return None
+    sub: str | None = None
+    if 0 < start < eq:
+        close = text.find("]=", start)
+        if close < 0:
+            close = text.find("]+=", start)
+        if close < 0:
+            return None
+        name, sub = text[:start], text[start + 1 : close]
+        eq = text.find("=", close)
+    else:
+        name = text[:eq]
     name = name.removesuffix("+")
-    return bool(eq) and name.isidentifier() and name.isascii()
+    if not (name.isidentifier() and name.isascii()):
+        return None
+    return name, sub, text[eq + 1 :]
 
 
 def redirect(redir: Redir, st: State) -> None:
@@ -104,10 +125,16 @@ def simple(node: Node, st: State) -> None:
     env: dict[str, str | None] = {}
     for raw in node.parts:
         text = str(raw)
-        if assigning and is_assignment(text):
-            name, _, value = text.partition("=")
+        parts = split_assignment(text) if assigning else None
+        if parts is not None:
+            name, sub, value = parts
             word = st.expander.expand(value)
-            env[name.removesuffix("+")] = word.text if word.known else None
+            if sub is not None:  # a[x]=1: the subscript is arithmetic (checked with bash 5.2)
+                st.expander.subscript(name, sub)
+                word = Word("", known=False)
+            elif name in st.integers:  # declare -i y; y=x evaluates x
+                st.expander.arith_word(word)
+            env[name] = word.text if word.known else None
             continue
         assigning = False
         words.extend(st.expand(text))
@@ -163,18 +190,18 @@ def _builtin(st: State, name: str, args: list[Word], env: dict[str, str | None])
     if name in ("cd", "pushd", "popd"):
         _cd(st, name, args)
     elif name in _DECLARE:
-        for w in args:
-            if is_assignment(w.text):
-                key, _, value = w.text.partition("=")
-                st.assign(key.removesuffix("+"), Word(value, w.known))
-            elif not w.text.startswith(("-", "+")):
-                st.assign(w.text, Word("", known=False))
+        _declare(st, args)
     elif name in ("read", "mapfile", "readarray", "getopts", "printf") and args:
         if name != "printf" or args[0].text == "-v":
-            for w in args:
-                if w.text.isidentifier():
-                    st.assign(w.text, Word("", known=False))
+            for w in _names(name, args):
+                st.expander.name_operand(w)
+                base = w.text.partition("[")[0]
+                if base.isidentifier():
+                    st.assign(base, Word("", known=False))
         return name != "printf"
+    elif name in ("[[", "test", "[", "let", "unset"):
+        _evaluating(st, name, args)
+        return True
     elif name in ("source", "."):
         if args:
             script(st, args[0], True, args[1:], sourced=True)
@@ -198,6 +225,88 @@ def _builtin(st: State, name: str, args: list[Word], env: dict[str, str | None])
     elif name not in _NEUTRAL:
         return False
     return True
+
+
+_ARITH_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+_OPTION_ARGS = {"read": "adinNptu", "mapfile": "dnOsuCc", "readarray": "dnOsuCc", "printf": "v"}
+
+
+def _declare(st: State, args: list[Word]) -> None:
+    """declare/typeset/local/export/readonly: `-i` values and subscripts are arithmetic,
+    `-n` values are names (bash evaluates a subscript in them when the name is used)."""
+    flags = "".join(w.text[1:] for w in args if w.text.startswith("-"))
+    for w in args:
+        parts = split_assignment(w.text)
+        if parts is not None:
+            key, sub, value = parts
+            if "A" in flags:
+                st.expander.assoc.add(key)
+            if sub is not None and w.known:
+                st.expander.subscript(key, sub)
+            elif sub is not None:
+                st.expander.name_operand(w)  # a subscript known only at run time
+            if "i" in flags:
+                st.expander.arith_word(Word(value, w.known))
+                st.integers.add(key)
+            if "n" in flags:
+                st.expander.name_operand(Word(value, w.known))
+            st.assign(key, Word(value, w.known and sub is None))
+        elif not w.text.startswith(("-", "+")):
+            if "A" in flags:
+                st.expander.assoc.add(w.text)
+            st.expander.name_operand(w)
+            if "i" in flags:
+                st.integers.add(w.text)
+            st.assign(w.text.partition("[")[0], Word("", known=False))
+
+
+def _names(name: str, args: list[Word]) -> list[Word]:
+    """The variable names read, mapfile, getopts and printf -v assign."""
+    takes = _OPTION_ARGS.get(name, "")
+    found: list[Word] = []
+    skip = False
+    for i, w in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        text = w.text
+        if w.known and text.startswith("-") and len(text) > 1 and name != "getopts":
+            if text[-1] in takes:
+                skip = True
+                if text[-1] in "av" and i + 1 < len(args):
+                    found.append(args[i + 1])  # read -a NAME, printf -v NAME
+            continue
+        if name == "printf":
+            break
+        if name == "getopts" and not found:
+            found.append(Word("", known=True))  # the option string is no name
+            continue
+        found.append(w)
+    return [w for w in found if w.text or not w.known]
+
+
+def _evaluating(st: State, name: str, args: list[Word]) -> None:
+    """Builtins that evaluate their operands (checked with bash 5.2): `[[ a -eq b ]]`'s sides
+    and `let`'s arguments are arithmetic; the names of `test -v`, `[[ -v ]]` and `unset`
+    have subscripts evaluated as arithmetic. `test`/`[` compare integers without evaluating."""
+    ex = st.expander
+    if name == "let":
+        for w in args:
+            ex.arith_word(w)
+    elif name == "unset":
+        if not any(w.text.startswith("-") and "f" in w.text for w in args):
+            for w in args:
+                if not (w.known and w.text.startswith("-")):
+                    ex.name_operand(w)
+    else:
+        for i, w in enumerate(args[:-1]):
+            if not w.known:
+                continue
+            if w.text == "-v":
+                ex.name_operand(args[i + 1])
+            elif name == "[[" and w.text in _ARITH_TESTS and i > 0:
+                ex.arith_word(args[i - 1])
+                ex.arith_word(args[i + 1])
 
 
 def _cd(st: State, name: str, args: list[Word]) -> None:

@@ -90,6 +90,7 @@ class Expander:
         self.home = home
         self.budget = budget
         self.dynamic = dynamic  # arithmetic evaluates a value known only at run time
+        self.assoc: set[str] = set()  # `declare -A` names: their subscripts are strings
 
     def expand(self, raw: str) -> Word:
         """The word's value; unknown when it depends on runtime values."""
@@ -158,6 +159,54 @@ class Expander:
         if not plausible_arithmetic(text, self.budget):
             self.substitute(text)  # bash fails on it; judged as commands too, in case
         self._evaluated_names(text, depth)
+
+    def arith_word(self, word: Word) -> None:
+        """An expanded word bash evaluates as arithmetic (`[[ $x -eq 1 ]]`, `let x`, `declare
+        -i y=x`): its value is judged as an expression; one known only at run time is
+        reported through `dynamic`."""
+        if not word.known:
+            if self.dynamic is not None:
+                self.dynamic()
+        elif any(ch.isalpha() or ch in "_$`[" for ch in word.text):
+            self.arithmetic(word.text)
+
+    def name_operand(self, word: Word) -> None:
+        """An expanded word bash takes as a variable name (`read`, `unset`, `test -v`,
+        `printf -v`, `declare -n`): a subscript in it is evaluated as arithmetic."""
+        if not word.known:
+            if self.dynamic is not None:
+                self.dynamic()
+            return
+        start = word.text.find("[")
+        if start > 0 and word.text.endswith("]"):
+            self.subscript(word.text[:start], word.text[start + 1 : -1])
+
+    def subscript(self, name: str, sub: str) -> None:
+        """`name[sub]`: an indexed array's subscript is arithmetic; an associative one's
+        (`declare -A` on the line) is a string, whose substitutions run."""
+        if name in self.assoc:
+            if "$(" in sub or "`" in sub:
+                self.expand(f'"{sub}"')
+        elif sub not in ("@", "*"):
+            self.arithmetic(sub)
+
+    def _parameter(self, body: str) -> None:
+        """`${a[x]}`, `${#a[x]}`, `${!a[x]}`, `${v:x}`, `${v:x:y}`: the subscript, offset and
+        length are arithmetic (checked with bash 5.2)."""
+        j = 1 if body[:1] in "#!" and len(body) > 1 else 0
+        k = j
+        while k < len(body) and (body[k].isalnum() or body[k] == "_"):
+            k += 1
+        if k == j and body[j : j + 1] in ("@", "*"):
+            k += 1
+        rest = body[k:]
+        if rest.startswith("["):
+            end = balanced(rest, 0, self.budget, "[]")
+            self.subscript(body[j:k], rest[1:end])
+            rest = rest[end + 1 :]
+        if rest.startswith(":") and rest[1:2] not in ("-", "=", "?", "+"):
+            expr = rest[1:]
+            self.arithmetic(expr if "?" in expr else expr.replace(":", ",", 1))
 
     def _evaluated_names(self, text: str, depth: int) -> None:
         """Bash evaluates a variable's value named in arithmetic as an expression, and a
@@ -232,6 +281,8 @@ class Expander:
             else:
                 if "$(" in body or "`" in body:
                     self.expand(f'"{body}"')
+                if "[" in body or ":" in body:
+                    self._parameter(body)
                 word.known = False
             return end + 1
         j = i + 1

@@ -113,6 +113,7 @@ class State:
         self.vars: dict[str, str] = {}
         self.unknown_vars: set[str] = set()
         self.functions: dict[str, Node] = {}
+        self.integers: set[str] = set()  # `declare -i` names: what is assigned is arithmetic
         self.links: dict[str, str] = {}  # link created in this line -> what it points at
         self.dirstack: list[tuple[str, ...]] | None = []
         self.oldpwd: tuple[str, ...] | None = None
@@ -128,10 +129,12 @@ class State:
         new.__dict__.update(self.__dict__)
         new.vars, new.unknown_vars = dict(self.vars), set(self.unknown_vars)
         new.functions = dict(self.functions)
+        new.integers = set(self.integers)
         new.dirstack = None if self.dirstack is None else list(self.dirstack)
         new.stdin_code = ""
         new.last_success = None
         new.expander = Expander(new.lookup, new.substitution, new.home, new.budget, new.dynamic)
+        new.expander.assoc = set(self.expander.assoc)
         return new
 
     def lookup(self, name: str) -> str | None:
