@@ -455,7 +455,7 @@ PAREN_LOOK_ALIKES = [
     "echo \"$((( 1 )) && touch f.py)\"", "echo `echo $((( 1 )) && touch f.py)`",
     "cat <(echo $(( (1) ) ; touch f.py))", "((( 1 )) && touch f.py)", "(( 1 ) ; touch f.py)",
     "echo $(( \"'\" $(touch f.py) \"'\" ))", "echo $(( echo x > f.py ))",
-    "x='a[$(touch f.py)]'; echo $((x))",
+    "x='a[$(touch f.py)]'; echo $((x))", "for (( i = $(touch f.py); i < 3; i++ )); do :; done",
 ]  # fmt: skip
 
 
@@ -511,7 +511,7 @@ EVALUATED = [
     "[[ $x -eq 1 ]]", "[[ x -ge 1 ]]", 'let "$x"', "declare -i y=x", "typeset -i y=$x",
     "echo ${a[x]}", "echo ${#a[x]}", "echo ${v:x}", "echo ${v:1:x}", "a[$x]=1", 'test -v "$x"',
     '[ -v "$x" ]', 'printf -v "$x" 1', 'read "$x" < /dev/null', 'unset "$x"',
-    'declare -n r="$x"; echo $r',
+    'declare -n r="$x"; echo $r', "ref=$x; echo ${!ref}", "echo $[x]", "for ((i=x;0;)); do :; done",
 ]  # fmt: skip
 
 

@@ -397,7 +397,9 @@ EVALUATED = [
     'declare -A "m[$x]=1"', "echo ${a[x]}", "echo ${#a[x]}", "echo ${!a[x]}", "echo ${a[x]:-z}",
     "echo ${v:x}", "echo ${v:1:x}", 'echo "${v: $x}"', "a[x]=1", "a[$x]=1", 'test -v "$x"',
     '[ -v "$x" ]', "[[ -v $x ]]", 'printf -v "$x" 1', 'read "$x"', 'unset "$x"',
-    'unset -v "$x"', 'declare -n r="$x"; echo $r',
+    'unset -v "$x"', 'declare -n r="$x"; echo $r', "ref=$x; echo ${!ref}", "echo $[x]",
+    "echo $[ x + 1 ]", "for ((i=x;0;)); do :; done", "echo ${a[@]:x}", "(( a[x] ))",
+    'f() { local "$x"=1; }; f', 'declare "$x"=1',
 ]  # fmt: skip
 
 
@@ -422,6 +424,7 @@ def test_words_bash_evaluates_as_arithmetic_are_judged(line: str, tmp_path: Path
         "read -p 'go [y/n] ' ans", "mapfile -t lines < f", "unset x y; unset -f g",
         "[ -v HOME ] && test -v PATH", "printf -v out '%s' 1", "test 1 -eq 1",
         "declare -A m; m[key]=1; echo ${m[key]}", "getopts ab: opt",
+        "for ((i=0; i<3; i++)); do echo $i; done", "echo $[1+2] ${!P*}", "r=HOME; echo ${!r}",
     ],
 )  # fmt: skip
 def test_genuine_evaluated_words_stay_pure_reads(line: str) -> None:
@@ -433,3 +436,9 @@ def test_a_test_builtin_compares_integers_without_evaluating() -> None:
     # `[ "$x" -eq 1 ]` and `test` only parse integers (bash 5.2): no touch, nothing to compare
     a = analyse("x='a[$(touch x)]'; [ \"$x\" -eq 1 ]", CWD, home="/home/u")
     assert a.reads_only and not a.runs_code
+
+
+def test_the_header_of_an_arithmetic_for_loop_is_walked() -> None:
+    # bash runs the touch (checked); the header's tokens used to be skipped unread
+    assert "/r/x" in writes("for (( i = $(touch x); i < 3; i++ )); do :; done")
+    assert "/r/x" in writes("for ((;;)) { touch x; break; }")

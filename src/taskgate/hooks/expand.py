@@ -192,7 +192,7 @@ class Expander:
 
     def _parameter(self, body: str) -> None:
         """`${a[x]}`, `${#a[x]}`, `${!a[x]}`, `${v:x}`, `${v:x:y}`: the subscript, offset and
-        length are arithmetic (checked with bash 5.2)."""
+        length are arithmetic; `${!ref}` takes ref's value as a name (checked with bash 5.2)."""
         j = 1 if body[:1] in "#!" and len(body) > 1 else 0
         k = j
         while k < len(body) and (body[k].isalnum() or body[k] == "_"):
@@ -200,6 +200,9 @@ class Expander:
         if k == j and body[j : j + 1] in ("@", "*"):
             k += 1
         rest = body[k:]
+        if j == 1 and body[0] == "!" and not rest.startswith(("[", "*", "@")):
+            value = self.lookup(body[j:k])  # ${!ref}: ref's value is a name, subscript and all
+            self.name_operand(Word(value or "", value is not None))
         if rest.startswith("["):
             end = balanced(rest, 0, self.budget, "[]")
             self.subscript(body[j:k], rest[1:end])
@@ -214,6 +217,7 @@ class Expander:
         here is judged as arithmetic in turn; one known only at run time (or nested too deep)
         is reported through `dynamic`, so PostToolUse compares effects after the line."""
         i, n = 0, len(text)
+        numbers: set[str] = set()  # names this expression set with `=`: numbers from then on
         while i < n:
             self.budget.spend()
             c = text[i]
@@ -225,7 +229,12 @@ class Expander:
                 j = i + 1
                 while j < n and (text[j].isalnum() or text[j] == "_"):
                     j += 1
-                value = self.lookup(text[i:j])
+                name, after = text[i:j], text[j:].lstrip(" \t")
+                if after.startswith("=") and not after.startswith("=="):
+                    numbers.add(name)  # `i=0` does not evaluate i's old value
+                    i = j
+                    continue
+                value = "0" if name in numbers else self.lookup(name)
                 if value is None or depth >= 4:
                     if self.dynamic is not None:
                         self.dynamic()
@@ -267,6 +276,11 @@ class Expander:
                 self.substitute(inner)
             word.known = False
             return end + 1
+        if s.startswith("$[", i):  # $[ x ]: bash's old arithmetic expansion
+            end = balanced(s, i + 1, self.budget, "[]")
+            self.arithmetic(s[i + 2 : end])
+            word.known = False
+            return end + 1
         if s.startswith("$'", i) and not quoted:
             end = _ansi_end(s, i + 2)
             out.append(ansi_c(s[i + 2 : end]))
@@ -281,7 +295,7 @@ class Expander:
             else:
                 if "$(" in body or "`" in body:
                     self.expand(f'"{body}"')
-                if "[" in body or ":" in body:
+                if "[" in body or ":" in body or body.startswith("!"):
                     self._parameter(body)
                 word.known = False
             return end + 1

@@ -248,10 +248,12 @@ class Parser:
 
     def _for(self) -> Node:
         if self._is_op("(") or self._is_word("(("):
-            # for (( init; cond; step )): arithmetic only
+            # for (( init; cond; step )): arithmetic only, kept raw as the words
+            name, words = "((", []
+            if self._is_word("((") and self.i + 1 < len(self.toks):
+                words = [self.toks[self.i + 1][1]]
             while self._peek() is not None and not self._is_word("do") and not self._is_word("{"):
                 self.i += 1
-            name, words = "", None
         else:
             tok = self._peek()
             name = str(tok[1]) if tok else ""

@@ -100,6 +100,13 @@ def tokenize(s: str, budget: Budget) -> list[Token]:
         elif c in ";&|()":
             op = next(o for o in OPERATORS if s.startswith(o, i))
             close = arith_command_end(s, i, budget) if _command_start(out) else None
+            if close is None and out[-1:] == [("word", "for")] and _command_start(out[:-1]):
+                close = arith_command_end(s, i, budget)  # for (( init; cond; step ))
+                if close is not None:
+                    out.append(("word", "(("))
+                    out.append(("word", s[i + 2 : close]))
+                    i = close + 2
+                    continue
             if close is not None:
                 out.append(("word", "(("))
                 out.append(("word", s[i + 2 : close]))
@@ -319,6 +326,8 @@ def word_end(s: str, i: int, budget: Budget) -> int:
             i = balanced(s, i + 1, budget) + 1
         elif c == "$" and s.startswith("${", i):
             i = _brace_end(s, i + 1, budget) + 1
+        elif c == "$" and s.startswith("$[", i):  # $[ x ]: bash's old arithmetic expansion
+            i = balanced(s, i + 1, budget, "[]") + 1
         elif c == "$" and s.startswith("$'", i):
             i = _ansi_end(s, i + 2) + 1
         else:

@@ -352,8 +352,11 @@ def _compound(node: Node, st: State) -> None:
     elif kind == "for":
         name, words, body = node.parts
         for raw in words or ():
-            st.expand(str(raw))
-        if name:
+            if name == "((":
+                st.expander.arithmetic(str(raw).replace(";", ","))
+            else:
+                st.expand(str(raw))
+        if name and name != "((":
             st.assign(str(name), Word("", known=False))
         for _ in range(2):
             before = st.cwds
