@@ -512,6 +512,7 @@ EVALUATED = [
     "echo ${a[x]}", "echo ${#a[x]}", "echo ${v:x}", "echo ${v:1:x}", "a[$x]=1", 'test -v "$x"',
     '[ -v "$x" ]', 'printf -v "$x" 1', 'read "$x" < /dev/null', 'unset "$x"',
     'declare -n r="$x"; echo $r', "ref=$x; echo ${!ref}", "echo $[x]", "for ((i=x;0;)); do :; done",
+    "a=([x]=1)",
 ]  # fmt: skip
 
 
@@ -537,6 +538,7 @@ def test_a_word_bash_evaluates_read_at_run_time_is_compared_after_the_fact(
 
 @pytest.mark.parametrize(
     "command", ["n=3; [[ $n -eq 1 ]] || echo no", "i=0; let i++", "a[0]=1; a[1]=2; echo ${a[0]}",
+                "a=(1 2); echo ${a[1]}",
                 "v=hello; echo ${v:1:2}"],
 )  # fmt: skip
 def test_genuine_evaluated_words_are_allowed_and_harmless(

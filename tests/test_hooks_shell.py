@@ -399,7 +399,7 @@ EVALUATED = [
     '[ -v "$x" ]', "[[ -v $x ]]", 'printf -v "$x" 1', 'read "$x"', 'unset "$x"',
     'unset -v "$x"', 'declare -n r="$x"; echo $r', "ref=$x; echo ${!ref}", "echo $[x]",
     "echo $[ x + 1 ]", "for ((i=x;0;)); do :; done", "echo ${a[@]:x}", "(( a[x] ))",
-    'f() { local "$x"=1; }; f', 'declare "$x"=1',
+    'f() { local "$x"=1; }; f', 'declare "$x"=1', "a=([x]=1)", "a+=([x]=1)",
 ]  # fmt: skip
 
 
@@ -425,6 +425,8 @@ def test_words_bash_evaluates_as_arithmetic_are_judged(line: str, tmp_path: Path
         "[ -v HOME ] && test -v PATH", "printf -v out '%s' 1", "test 1 -eq 1",
         "declare -A m; m[key]=1; echo ${m[key]}", "getopts ab: opt",
         "for ((i=0; i<3; i++)); do echo $i; done", "echo $[1+2] ${!P*}", "r=HOME; echo ${!r}",
+        "a=(1 2); echo ${a[0]}", "declare -a arr=(1 2)", "declare -A m=([k]=v); echo ${m[k]}",
+        'local -a a=("x y" z)',
     ],
 )  # fmt: skip
 def test_genuine_evaluated_words_stay_pure_reads(line: str) -> None:
@@ -442,3 +444,9 @@ def test_the_header_of_an_arithmetic_for_loop_is_walked() -> None:
     # bash runs the touch (checked); the header's tokens used to be skipped unread
     assert "/r/x" in writes("for (( i = $(touch x); i < 3; i++ )); do :; done")
     assert "/r/x" in writes("for ((;;)) { touch x; break; }")
+
+
+def test_a_compound_array_assignment_is_one_assignment() -> None:
+    # `a=(...)` was `a=` then a subshell running the program `1`; its elements expand
+    assert writes("a=($(touch x) 2)") == {"/r/x"}
+    assert writes("declare -a a=(`touch x`)") == {"/r/x"}

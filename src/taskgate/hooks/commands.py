@@ -128,6 +128,10 @@ def simple(node: Node, st: State) -> None:
         parts = split_assignment(text) if assigning else None
         if parts is not None:
             name, sub, value = parts
+            if value.startswith("(") and value.endswith(")"):
+                array(st, name, value)
+                env[name] = None
+                continue
             word = st.expander.expand(value)
             if sub is not None:  # a[x]=1: the subscript is arithmetic (checked with bash 5.2)
                 st.expander.subscript(name, sub)
@@ -250,6 +254,8 @@ def _declare(st: State, args: list[Word]) -> None:
                 st.integers.add(key)
             if "n" in flags:
                 st.expander.name_operand(Word(value, w.known))
+            if value.startswith("(") and value.endswith(")") and w.known:
+                array(st, key, value)
             st.assign(key, Word(value, w.known and sub is None))
         elif not w.text.startswith(("-", "+")):
             if "A" in flags:
@@ -258,6 +264,22 @@ def _declare(st: State, args: list[Word]) -> None:
             if "i" in flags:
                 st.integers.add(w.text)
             st.assign(w.text.partition("[")[0], Word("", known=False))
+
+
+def array(st: State, name: str, value: str) -> None:
+    """`name=(a b [k]=v)`: each element expands; a `[k]=` subscript is arithmetic (a string
+    for a `declare -A` array)."""
+    from taskgate.hooks.lexer import tokenize
+
+    for kind, raw in tokenize(value[1:-1], st.budget):
+        if kind != "word":
+            continue
+        text = str(raw)
+        close = text.find("]=") if text.startswith("[") else -1
+        if close > 0:
+            st.expander.subscript(name, text[1:close])
+            text = text[close + 2 :]
+        st.expand(text)
 
 
 def _names(name: str, args: list[Word]) -> list[Word]:

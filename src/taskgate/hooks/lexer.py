@@ -120,6 +120,9 @@ def tokenize(s: str, budget: Budget) -> list[Token]:
         else:
             end = word_end(s, i, budget)
             raw = s[i:end]
+            if end < n and s[end] == "(" and _array_assignment(raw):
+                end = balanced(s, end, budget) + 1  # a=(1 2), a+=([k]=v): one word
+                raw = s[i:end]
             fd = raw.isdigit() or (raw[:1] == "{" and raw[-1:] == "}" and raw[1:-1].isidentifier())
             if end < n and s[end] in "<>" and fd:
                 i = _redirect(s, end, raw, out, pending, budget)
@@ -129,6 +132,14 @@ def tokenize(s: str, budget: Budget) -> list[Token]:
             if raw == "[[" and _command_start(out[:-1]):
                 i = _double_bracket(s, i, out, budget)
     return out
+
+
+def _array_assignment(raw: str) -> bool:
+    """`NAME=`, `NAME+=`, `NAME[sub]=` right before `(`: a compound array assignment."""
+    if not raw.endswith("="):
+        return False
+    base = raw[:-1].removesuffix("+").partition("[")[0]
+    return base.isidentifier() and base.isascii()
 
 
 def _command_start(out: list[Token]) -> bool:
