@@ -258,7 +258,9 @@ def test_a_program_the_sandbox_hides_stops_the_run_naming_the_fix(tmp_path: Path
     assert "needs its directory in [agents] sandbox_readable" in stopped.err
     assert [e["cause"] for e in _events(repo, "run_stopped")] == ["misconfiguration"]
     toml = repo.path / "taskgate.toml"
-    readable = json.dumps([str(manager)])
+    # (the project's checkout too: the agent runs bench/scripted_agent.py, which imports
+    # taskgate, and a clone under /tmp, as CI's, is hidden like any other directory)
+    readable = json.dumps([str(manager), str(ROOT)])
     toml.write_text(
         toml.read_text().replace("[agents]\n", f"[agents]\nsandbox_readable = {readable}\n", 1)
     )
