@@ -223,6 +223,21 @@ def test_both_paths_record_the_same_prompts_alike(
         ).read_text()
 
 
+def _hook_with_importtime(
+    repo: Repo, data: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """The installed UserPromptSubmit hook command run under `-X importtime`, outside any agent
+    session: the process and the names of the modules it imported."""
+    argv = shlex.split(default_program())
+    env = {k: v for k, v in os.environ.items() if k not in dispatch.AGENT_COMMAND_VARS}
+    proc = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:], "UserPromptSubmit"],
+        cwd=repo.path, input=json.dumps(data), capture_output=True, text=True, check=True,
+        env={**env, "TASKGATE_DEBUG": "1"},
+    )  # fmt: skip
+    return proc, {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+
+
 def test_the_hook_process_records_a_question_without_the_engine(
     states: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -238,14 +253,7 @@ def test_the_hook_process_records_a_question_without_the_engine(
     data = {"session_id": "s1", "transcript_path": "", "cwd": str(repo.path),
             "hook_event_name": "UserPromptSubmit",
             "prompt": "What architecture is this?"}  # fmt: skip
-    argv = shlex.split(default_program())
-    env = {k: v for k, v in os.environ.items() if k not in dispatch.AGENT_COMMAND_VARS}
-    proc = subprocess.run(
-        [argv[0], "-X", "importtime", *argv[1:], "UserPromptSubmit"],
-        cwd=repo.path, input=json.dumps(data), capture_output=True, text=True, check=True,
-        env={**env, "TASKGATE_DEBUG": "1"},
-    )  # fmt: skip
-    loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+    proc, loaded = _hook_with_importtime(repo, data)
     assert "taskgate.hooks.prompt" in loaded
     assert not heavy & loaded, sorted(heavy & loaded)
     answer = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
@@ -281,8 +289,6 @@ def test_a_prompt_outside_a_checkpoint_is_judged_without_re_or_enum(
     collections, types), no taskgate.enum_lite and no protocol/states; each prompt is still
     recorded as the engine would record it."""
     repo = copy_repo(states[state], tmp_path / "repo")
-    argv = shlex.split(default_program())
-    env = {k: v for k, v in os.environ.items() if k not in dispatch.AGENT_COMMAND_VARS}
     sent = {"What is this?": "QUESTION", "where are we": "STATUS_REQUEST",
             "please /audit-session": "AUDIT", "ok thanks": "OTHER",
             "keep going?": "QUESTION"}  # fmt: skip
@@ -291,12 +297,7 @@ def test_a_prompt_outside_a_checkpoint_is_judged_without_re_or_enum(
     for text, kind in sent.items():
         data = {"session_id": "s1", "transcript_path": "", "cwd": str(repo.path),
                 "hook_event_name": "UserPromptSubmit", "prompt": text}  # fmt: skip
-        proc = subprocess.run(
-            [argv[0], "-X", "importtime", *argv[1:], "UserPromptSubmit"],
-            cwd=repo.path, input=json.dumps(data), capture_output=True, text=True, check=True,
-            env={**env, "TASKGATE_DEBUG": "1"},
-        )  # fmt: skip
-        loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+        proc, loaded = _hook_with_importtime(repo, data)
         assert "taskgate.protocol.messages" in loaded
         unwanted = {"re", "_sre", "re._compiler", "re._parser", "enum", "functools",
                     "collections", "types", "taskgate.enum_lite", "taskgate.protocol.states",

@@ -76,6 +76,18 @@ def _setup(tmp_path: Path, marker: str) -> tuple[Repo, Path]:
     return repo, hang
 
 
+def _start_run(repo: Repo, **env: str) -> subprocess.Popen[str]:
+    """`taskgate run TASK --yes` as session "run", in the background, with `env` added."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "taskgate", "run", TASK, "--yes"],
+        cwd=repo.path,
+        env=dict(os.environ, PYTHONPATH=str(SRC), TASKGATE_SESSION="run", **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _with_marker(marker: str) -> list[int]:
     """Processes whose command line carries `marker`."""
     return [pid for pid, argv in cmdlines() if marker.encode() in b"\0".join(argv)]
@@ -101,15 +113,7 @@ def test_ctrl_c_while_an_agent_is_still_starting_ends_the_run_promptly(tmp_path:
     hang.write_text("the implementers commit, then sleep\n")
     held, interrupted = tmp_path / "held.go", tmp_path / "interrupted.go"
     waits = f"pool:start:implementation:{HELD}={held},sessions:first-pass={interrupted}"
-    env = dict(os.environ, PYTHONPATH=str(SRC), TASKGATE_SESSION="run", TASKGATE_WAIT=waits)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "taskgate", "run", TASK, "--yes"],
-        cwd=repo.path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_run(repo, TASKGATE_WAIT=waits)
 
     def batch_running() -> bool:
         """Every other implementer committed and sleeps; the held one's worker waits."""
@@ -180,15 +184,7 @@ def test_sigterm_ends_the_run_like_ctrl_c_and_keeps_the_agents_work(tmp_path: Pa
     marker = f"tg-term-{os.getpid()}-{tmp_path.name}"
     repo, hang = _setup(tmp_path, marker)
     hang.write_text("the implementers commit, then sleep\n")
-    env = dict(os.environ, PYTHONPATH=str(SRC), TASKGATE_SESSION="run")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "taskgate", "run", TASK, "--yes"],
-        cwd=repo.path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_run(repo)
 
     def batch_running() -> bool:
         """Every implementer sleeps (all but HELD after committing)."""
