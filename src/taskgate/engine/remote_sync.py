@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,7 +36,7 @@ from taskgate.errors import EnvironmentFault, Refused
 from taskgate.fsutil import atomic_write
 from taskgate.git import ops
 from taskgate.git import repo as gitrepo
-from taskgate.git.cmd import git
+from taskgate.git.cmd import again_while, git
 from taskgate.process import Result
 from taskgate.protocol.violations import Violation
 from taskgate.store.base import Tx
@@ -105,17 +104,23 @@ HALF_ADDED_WORKTREE = "bad object worktrees/"
 LOCAL_RETRY_PAUSES_S = (0.05, 0.2, 0.5)
 
 
+def _under_repo_lock(engine: Engine, *args: str) -> Result:
+    """The network git command again, with no worktree add in flight (taskgate adds them under
+    repo_lock, which _network's callers never hold)."""
+    with gitrepo.repo_lock(engine.ws.common_dir):
+        return git(*args, cwd=engine.ws.repo, check=False, timeout=NETWORK_TIMEOUT_S)
+
+
 def _network(engine: Engine, remote: str, *args: str) -> Result:
     """A git command that talks to `remote`; a failure other than a rejection is exit 6."""
     with _network_lock(engine):
-        result = git(*args, cwd=engine.ws.repo, check=False, timeout=NETWORK_TIMEOUT_S)
-        for pause in LOCAL_RETRY_PAUSES_S:
-            if result.ok or HALF_ADDED_WORKTREE not in result.stderr:
-                break
-            failpoints.wait("remote:local-retry")  # tests: the half-added worktree is done
-            time.sleep(pause)
-            with gitrepo.repo_lock(engine.ws.common_dir):  # never held by _network's callers
-                result = git(*args, cwd=engine.ws.repo, check=False, timeout=NETWORK_TIMEOUT_S)
+        result = again_while(
+            git(*args, cwd=engine.ws.repo, check=False, timeout=NETWORK_TIMEOUT_S),
+            lambda failed: HALF_ADDED_WORKTREE in failed.stderr,
+            lambda: _under_repo_lock(engine, *args),
+            LOCAL_RETRY_PAUSES_S,
+            "remote:local-retry",  # tests: the half-added worktree is done
+        )
     if result.ok or "rejected" in result.stdout + result.stderr:
         return result
     detail = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[-1]

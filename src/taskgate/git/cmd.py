@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from taskgate.errors import GitBusy, GitError
 from taskgate.process import Result, clean_env, run
@@ -27,8 +28,37 @@ def git(
     # `env` adds variables set on purpose (a temporary GIT_INDEX_FILE, fixed commit dates).
     result = run(cmd, cwd=cwd, env=_environment(env), stdin=stdin, timeout=timeout)
     if check and not result.ok:
-        raise_if_busy(cmd, result, cwd)
-        raise GitError(cmd, result.returncode, result.stdout, result.stderr)
+        raise_for(cmd, result, cwd)
+    return result
+
+
+def raise_for(cmd: Sequence[str], result: Result, cwd: Path | str) -> NoReturn:
+    """The error `git(..., check=True)` raises for a failed `result` of `cmd`."""
+    raise_if_busy(cmd, result, cwd)
+    raise GitError(cmd, result.returncode, result.stdout, result.stderr)
+
+
+def again_while(
+    result: Result,
+    transient: Callable[[Result], bool],
+    again: Callable[[], Result],
+    pauses: Sequence[float],
+    failpoint: str,
+) -> Result:
+    """`result`, or while it failed in a way `transient` recognises (git met another process's
+    half-written file), the result of `again()` after each of `pauses` (seconds) in turn; the
+    last one is returned whatever it says. `failpoint`: where tests hold the retry
+    (failpoints.wait) until the other process has finished."""
+    for pause in pauses:
+        if result.ok or not transient(result):
+            break
+        import time
+
+        from taskgate import failpoints
+
+        failpoints.wait(failpoint)
+        time.sleep(pause)
+        result = again()
     return result
 
 

@@ -166,21 +166,19 @@ REREAD_PAUSES_S = (0.05, 0.2, 0.5)
 
 def worktree_paths(repo: Path) -> dict[Path, str | None]:
     """Registered worktrees and their branches, from `git worktree list --porcelain -z`."""
-    for pause in REREAD_PAUSES_S:
-        listed = git("worktree", "list", "--porcelain", "-z", cwd=repo, check=False)
-        if listed.ok or not all(part in listed.stderr for part in HALF_REGISTERED):
-            break
-        import time
+    from taskgate.git.cmd import again_while, raise_for
 
-        from taskgate import failpoints
-
-        failpoints.wait("git:worktree-list-again")  # tests: the registration is complete
-        time.sleep(pause)
-    out = (
-        listed.stdout
-        if listed.ok
-        else git("worktree", "list", "--porcelain", "-z", cwd=repo).stdout
+    args = ("worktree", "list", "--porcelain", "-z")
+    listed = again_while(
+        git(*args, cwd=repo, check=False),
+        lambda failed: all(part in failed.stderr for part in HALF_REGISTERED),
+        lambda: git(*args, cwd=repo, check=False),
+        REREAD_PAUSES_S,
+        "git:worktree-list-again",  # tests: the registration is complete
     )
+    if not listed.ok:
+        raise_for(("git", *args), listed, repo)
+    out = listed.stdout
     result: dict[Path, str | None] = {}
     current: Path | None = None
     for field in split_z(out):
