@@ -37,13 +37,28 @@ if TYPE_CHECKING:
 # pages) of a later commit or any other closing process moves it into the database.
 # Only the command hook's process (hooks/launch.py, which sets HOOK_PROCESS in its module)
 # lingers; the server's calls close as usual.
+#
+# And only while the log is small (LOG_LINGER bytes): with no other process keeping the
+# store's -shm alive between hook processes, each new one rebuilds the log's index by reading
+# the whole log, and that rebuild forgets which frames were checkpointed, so the log is never
+# restarted. Left alone it grew by every prompt and every recorded edit (about 13 KB each,
+# 4 MB after 300 prompts, the prompt hook 1.5 ms slower; unbounded past the automatic
+# checkpoint, which then copied the whole log at every commit) until a CLI command closed the
+# store. Past LOG_LINGER the hook closes its connection: the last one checkpoints and removes
+# the log (tests/test_hook_wal.py).
 _KEPT: list[object] = []
+LOG_LINGER = 256 * 1024
 
 
-def _linger() -> bool:
+def _linger(db: str) -> bool:
     import sys
 
-    return getattr(sys.modules.get("__main__"), "HOOK_PROCESS", False) is True
+    if getattr(sys.modules.get("__main__"), "HOOK_PROCESS", False) is not True:
+        return False
+    try:
+        return os.stat(db + "-wal").st_size <= LOG_LINGER
+    except OSError:
+        return True  # no log left: nothing for the next process to read
 
 
 def sqlite_module() -> Any:
@@ -149,7 +164,7 @@ class HookTx:
         self.state_dir = state_dir
         self.loads = loads
         self._error = sqlite3.Error
-        db = os.path.join(state_dir, "state.db")
+        self._db = db = os.path.join(state_dir, "state.db")
         if not os.path.isfile(db):
             raise Unusable(f"no store at {db}")
         try:
@@ -189,7 +204,7 @@ class HookTx:
             if not self._committed:
                 self._c.execute("ROLLBACK")
         finally:
-            if _linger():
+            if _linger(self._db):
                 _KEPT.append(self._c)
             else:
                 self._c.close()
