@@ -87,13 +87,15 @@ def _read_link(path: str, prefix: str) -> str | None:
     return os.path.realpath(os.path.join(os.path.dirname(path), target))
 
 
-def _tasks_root(repo: str) -> str:
-    config = os.path.join(repo, "taskgate.toml")
-    try:
-        with open(config, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError:
-        text = ""
+def _tasks_root(repo: str, text: str | None = None) -> str:
+    """The tasks root of `repo`, from its taskgate.toml (`text`, when the caller read it)."""
+    if text is None:
+        config = os.path.join(repo, "taskgate.toml")
+        try:
+            with open(config, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError:
+            text = ""
     root = DEFAULT_TASKS_ROOT
     if any(line.strip().startswith("tasks_root") for line in text.splitlines()):
         from pathlib import Path

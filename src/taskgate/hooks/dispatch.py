@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from taskgate.engine.core import Engine
     from taskgate.hooks.policy import Layout
     from taskgate.hooks.shell import Analysis
-    from taskgate.store.records import TaskRow
 
     Handler = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 
@@ -174,29 +173,7 @@ def pre_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-# -- the other events: full engine, slower is fine -------------------------------------------
-
-
-def _engine(data: dict[str, Any]) -> Engine | None:
-    from pathlib import Path
-
-    from taskgate.engine.core import Engine
-    from taskgate.engine.workspace import find_workspace
-    from taskgate.errors import UsageError
-
-    try:
-        ws = find_workspace(Path(data["cwd"]))
-    except UsageError:
-        return None
-    if not ws.initialized:
-        return None
-    return Engine(ws, session_id=data["session_id"], cwd=Path(data["cwd"]))
-
-
-def _owned(engine: Engine) -> list[TaskRow]:
-    """Unreleased tasks whose lease names this session (R-LCK-20)."""
-    with engine.store.read() as tx:
-        return [r for r in tx.tasks() if r.session_id == engine.session_id and not r.released]
+# -- the other events: without the engine in their usual case (hooks/engine_path.py else) ---
 
 
 def session_start(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -220,52 +197,9 @@ def _session_state(data: dict[str, Any]) -> str | None:
     text = quick(data)  # a session holding no task: no engine (issue 18)
     if text is not None:
         return text or None
-    engine = _engine(data)
-    if engine is None:
-        return None
-    try:
-        owned = _owned(engine)
-        warning = _verify_snapshot(engine, owned[0].name if len(owned) == 1 else None)
-        if not owned:
-            from taskgate.hooks.quick import NO_TASK
+    from taskgate.hooks.engine_path import session_state
 
-            text = NO_TASK
-        elif len(owned) > 1:
-            names = ", ".join(r.name for r in owned)
-            text = (
-                f"[R-LCK-20] CORRUPTION: this session holds {len(owned)} task locks "
-                f"({names}); manual intervention required: run 'taskgate recover'"
-            )
-        else:
-            text = _resume_text(engine, owned[0].name)
-    finally:
-        engine.close()
-    return f"{warning}\n{text}" if warning else text
-
-
-def _verify_snapshot(engine: Engine, task: str | None) -> str:
-    """Rewrite the PreToolUse snapshot from the store (store/snapshot.py); a warning when it
-    no longer matched, which only a change made outside taskgate can cause (recorded in the
-    session's task's audit trail)."""
-    if engine.store.refresh_snapshot(wait_s=1.0) != "replaced":
-        return ""
-    if task:
-        from taskgate.hooks.record import record_event
-
-        record_event(engine, task, "snapshot_mismatch", {"rule": "R-LCK-09"})
-    return (
-        "[R-LCK-09] taskgate: the store or its hook snapshot was changed outside taskgate; "
-        "the snapshot has been rebuilt from the store. Run 'taskgate audit' to see what changed"
-    )
-
-
-def _resume_text(engine: Engine, task: str) -> str:
-    from taskgate.engine.status import recovery_hint
-    from taskgate.protocol.recovery import resume_text
-
-    snap = engine.require_snapshot(task)
-    worktree = str(engine.ws.task_worktree(task))
-    return resume_text(task, snap.task.state, recovery_hint(snap), worktree)
+    return session_state(data)
 
 
 def _export_session(session: str) -> None:
@@ -314,9 +248,10 @@ def user_prompt_submit(data: dict[str, Any]) -> dict[str, Any] | None:
     text = record(data, prompt, found)  # an interruption: recorded and anchored without the engine
     if text is not None:
         return _context_output("UserPromptSubmit", text) if text else None
+    from taskgate.hooks.engine_path import on_owned_task
     from taskgate.hooks.record import handle_prompt
 
-    text = _on_owned_task(data, lambda engine, task: handle_prompt(engine, task, prompt))
+    text = on_owned_task(data, lambda engine, task: handle_prompt(engine, task, prompt))
     return _context_output("UserPromptSubmit", text) if text is not None else None
 
 
@@ -346,17 +281,30 @@ def started_by_agent() -> str:
     for _ in range(64):  # bounded: a cycle or a deep tree never hangs the hook
         if pid <= 1:
             break
-        try:
-            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-                stat = handle.read()
-        except OSError:
+        stat = _proc_stat(pid)
+        if not stat:
             break  # not Linux, or the process is gone: nothing more to learn
-        comm = stat[stat.find("(") + 1 : stat.rfind(")")]
-        clients += comm in CLIENTS
+        comm = stat[stat.find(b"(") + 1 : stat.rfind(b")")]
+        clients += comm.decode("utf-8", "replace") in CLIENTS
         if clients > 1:
             return "another coding client is among its ancestors"
-        pid = int(stat[stat.rfind(")") + 2 :].split()[1])
+        pid = int(stat[stat.rfind(b")") + 2 :].split()[1])
     return ""
+
+
+def _proc_stat(pid: int) -> bytes:
+    """/proc/PID/stat (b"" when unreadable), read without a text file object: the prompt hook
+    reads one per ancestor on every prompt (issue 18)."""
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, 4096)  # one read: the kernel renders the whole line (< 1 KB)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def client_generated(prompt: str) -> bool:
@@ -400,14 +348,15 @@ def post_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
 
         if record(data, analysis) is not None:
             return None
+    from taskgate.hooks.engine_path import on_owned_task, verify_snapshot
     from taskgate.hooks.record import record_tool_use
 
     def act(engine: Engine, task: str | None) -> str:
-        snapshot = _verify_snapshot(engine, task)
+        snapshot = verify_snapshot(engine, task)
         recorded = record_tool_use(engine, task, data, analysis) if task else ""
         return "\n".join(t for t in (found, snapshot, recorded) if t)
 
-    warning = _on_owned_task(data, act, any_session=True)
+    warning = on_owned_task(data, act, any_session=True)
     warning = found if warning is None else warning
     return _context_output("PostToolUse", warning) if warning else None
 
@@ -432,23 +381,6 @@ def _writes_nothing(found: Analysis) -> bool:
     return found.reads_only
 
 
-def _on_owned_task(
-    data: dict[str, Any], act: Callable[[Any, Any], str], any_session: bool = False
-) -> str | None:
-    """Run `act(engine, task)` for the one task this session owns; None when there is none,
-    unless `any_session` (then `act` gets None for the task)."""
-    engine = _engine(data)
-    if engine is None:
-        return None
-    try:
-        owned = _owned(engine)
-        if len(owned) == 1:
-            return act(engine, owned[0].name)
-        return act(engine, None) if any_session else None
-    finally:
-        engine.close()
-
-
 def stop(data: dict[str, Any]) -> dict[str, Any] | None:
     """Warn when the session stops or ends holding a lock mid-phase (never blocks a stop)."""
     from taskgate.hooks.quick import session_end
@@ -456,7 +388,9 @@ def stop(data: dict[str, Any]) -> dict[str, Any] | None:
     event = data.get("hook_event_name") or "Stop"
     held = session_end(data, event)  # without the engine in the usual case (issue 18)
     if held is None:
-        held = _stop_by_engine(data, event)
+        from taskgate.hooks.engine_path import stop as by_engine
+
+        held = by_engine(data, event)
     if len(held) != 2 or event == "SubagentStop" or held[1] in RESTING:
         return None
     name, state = held
@@ -465,32 +399,6 @@ def stop(data: dict[str, Any]) -> dict[str, Any] | None:
         f"{state}; a new session resumes it with 'taskgate start {name}' "
         "(the lock never expires, R-LCK-21)"
     }
-
-
-def _stop_by_engine(data: dict[str, Any], event: str) -> tuple[str, ...]:
-    """The session's task (name, state) after recording the event, () without one."""
-    from taskgate.hooks.record import record_event
-
-    engine = _engine(data)
-    if engine is None:
-        return ()
-    try:
-        owned = _owned(engine)
-        if len(owned) != 1:
-            return ()
-        row = owned[0]
-        if event == "SubagentStop":
-            record_event(
-                engine,
-                row.name,
-                "subagent_stop",
-                {"agent": data.get("agent_type") or "", "agent_id": data.get("agent_id")},
-            )
-        elif event == "SessionEnd":
-            record_event(engine, row.name, "session_end", {"reason": data.get("reason", "")})
-        return (row.name, row.state)
-    finally:
-        engine.close()
 
 
 _HANDLERS: dict[str, Handler] = {

@@ -122,7 +122,7 @@ def _record(layout: Layout, session: str, prompt: str) -> str | None:
             owned = tx.held_by(session)
             if len(owned) != 1:
                 # None: no answer either way (the engine's path finds no task or reports
-                # several: dispatch._on_owned_task); the engine decides.
+                # several: engine_path.on_owned_task); the engine decides.
                 raise hook_tx.Unusable(f"the session holds {len(owned)} tasks")
             name, state_name, seq = owned[0]
             if task_name_problem(name):  # Engine.step's check: the name makes paths and refs

@@ -83,14 +83,15 @@ def workspace(cwd: str) -> Layout | None:
         return None
     try:
         with open(os.path.join(repo, "taskgate.toml"), encoding="utf-8") as handle:
-            if "[store]" in handle.read():
-                return None  # maybe a team's PostgreSQL (store/select.py decides)
+            text: str | None = handle.read()
     except (OSError, UnicodeDecodeError):
-        pass
+        text = None  # _tasks_root reads it again: its own errors
+    if text is not None and "[store]" in text:
+        return None  # maybe a team's PostgreSQL (store/select.py decides)
     state_dir = os.path.join(repo, STATE_DIR)
     if not os.path.isfile(os.path.join(state_dir, "state.db")):
         raise LookupError(cwd)  # not initialised: Workspace.initialized is False
-    return Layout(repo, common_dir, state_dir, _tasks_root(repo))
+    return Layout(repo, common_dir, state_dir, _tasks_root(repo, text))
 
 
 def record(data: dict[str, Any], analysis: Analysis | None) -> str | None:

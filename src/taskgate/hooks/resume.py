@@ -1,6 +1,6 @@
 """SessionStart of a session resuming the task it holds, answered without the engine (issue 18).
 
-The engine's path (hooks/dispatch._session_state) imports the engine (about 40 ms) to say
+The engine's path (hooks/engine_path.session_state) imports the engine (about 40 ms) to say
 what to do next. What it does, in order:
 
 1. opens the store (`SqliteStore`: WAL, the migrations and the snapshot clock's row and
