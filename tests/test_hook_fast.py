@@ -509,3 +509,32 @@ def test_client_process_finds_the_ancestor_its_comm_file_names(
         assert peers.client_process(os.getpid()) == chain[names.index(name)], name
     monkeypatch.setattr(peers, "CLIENTS", frozenset({"no-such-client"}))
     assert peers.client_process(os.getpid()) is None
+
+
+# -- the __future__ stand-in of hooks/launch.py -----------------------------------------------
+
+_FUTURE_PROBE = """
+import sys
+launch = sys.argv[1]
+preamble = open(launch).read().split("from taskgate.hooks.dispatch")[0]
+exec(compile(preamble, launch, "exec"), {"__file__": launch})  # launch.py before taskgate
+exec("from __future__ import annotations\\nassert annotations == 'annotations'")
+assert not hasattr(sys.modules["__future__"], "__path__")  # the import system's question
+assert "__file__" not in vars(sys.modules["__future__"]), "the real module was loaded"
+import __future__
+assert __future__.CO_FUTURE_ANNOTATIONS == 0x1000000  # any other name: the real module
+assert sys.modules["__future__"].__file__.endswith("__future__.py")
+exec("from __future__ import annotations, generator_stop\\nprint(type(annotations).__name__)")
+"""
+
+
+def test_the_future_stand_in_serves_annotations_and_loads_the_real_module_for_the_rest() -> None:
+    """launch.py binds `from __future__ import annotations` from a stand-in (issue 18); the
+    import system's questions find nothing on it, and any other name gets the real module."""
+    import taskgate.hooks
+
+    launch = Path(taskgate.hooks.__file__).with_name("launch.py")
+    out = subprocess.run([sys.executable, "-S", "-c", _FUTURE_PROBE, str(launch)],
+                         capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "_Feature"  # the real module's

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 
-from taskgate.hooks.layout import Layout
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -23,6 +21,20 @@ if TYPE_CHECKING:
 DEFAULT_TASKS_ROOT = ".taskgate/tasks"
 STATE_DIR = ".taskgate"
 GOVERNED_MARKER = "taskgate-governed"  # engine/workspace.py: written by `taskgate init`
+
+
+class Layout:
+    """Where one repository's taskgate files live (realpaths). Here, not in hooks/policy.py
+    (which re-exports it), so that the hooks that need no tool-use rules — UserPromptSubmit of
+    a session holding a task, on every prompt — do not load them (issue 18)."""
+
+    __slots__ = ("common_dir", "repo", "state_dir", "tasks_root")
+
+    def __init__(self, repo: str, common_dir: str, state_dir: str, tasks_root: str) -> None:
+        self.repo = os.path.realpath(repo)
+        self.common_dir = os.path.realpath(common_dir)
+        self.state_dir = os.path.realpath(state_dir)
+        self.tasks_root = os.path.realpath(tasks_root)
 
 
 class StoreUnreadable(Exception):

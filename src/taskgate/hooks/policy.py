@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from taskgate.hooks.layout import Layout as Layout  # its own module: the prompt hook needs no rules
+from taskgate.hooks.context import Layout as Layout  # there: the prompt hook needs no rules
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -72,8 +72,7 @@ def workspace(cwd: str) -> Layout | None:
     """The layout of the SQLite workspace containing `cwd`; None for PostgreSQL (the engine's
     path). Raises LookupError when `cwd` is in no initialised workspace (nothing to record,
     as the engine's path finds)."""
-    from taskgate.hooks.context import STATE_DIR, _tasks_root, discover
-    from taskgate.hooks.layout import Layout
+    from taskgate.hooks.context import STATE_DIR, Layout, _tasks_root, discover
 
     found = discover(cwd)
     if found is None:
