@@ -38,6 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
         # issue 18, third pass: the hooks without the engine, against a tree (here itself)
         ("hook_latency.py", ["1", "--engine-only", "--against", str(ROOT)], "before: Session"),
         ("hook_latency.py", ["1", "--scale", "100", "--against", str(ROOT)], "before: PostTool"),
+        # issue 18, sixth pass: the prompt hook's phases, and its log against a tree (itself)
+        ("prompt_hook.py", ["1"], "the step, everything loaded"),
+        ("prompt_hook.py", ["--log", "3", "--against", str(ROOT)], "prompts in a row"),
     ],
 )
 def test_bench_script_runs(script: str, args: list[str], expect: str) -> None:
