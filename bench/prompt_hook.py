@@ -6,7 +6,8 @@ and what it costs as the store's log grows.
    hooks/dispatch (the interpreter's own start is not in it: compare the walls of
    `python3 -S -c pass` and of the hook), the rest of the modules the prompt loads (imported
    in the order the hook imports them), and the step itself (the store's transaction, the
-   anchor, the answer) with everything loaded. Medians in ms.
+   anchor, the answer) with everything loaded. Medians in ms. With --against DIR, the same for
+   that tree's hook, interleaved, on a store of its own.
 2. The log (--log N): N prompts in a row through the hook, nothing else touching the store
    (a session that only talks and edits), the median wall of each window of 50 as a ratio to
    `python3 -c pass` measured in the same window, and the size of state.db-wal at the
@@ -97,40 +98,48 @@ def modules(launch: str, repo: Path) -> list[str]:
     return [n for n in after if n.startswith("taskgate") or n in c_modules]
 
 
-def phases(rounds: int) -> None:
-    repo = scratch_repo()
-    launch = launcher(ROOT)
-    run([sys.executable, "-S", launch, "UserPromptSubmit"], repo, prompt(repo))  # 1st anchor
-    loaded = modules(launch, repo)
+def phases(rounds: int, tree: Path | None) -> None:
+    trees = {"this tree": ROOT, **({"before": tree} if tree else {})}
+    repos = {name: scratch_repo() for name in trees}  # a store each: the same prompts
+    loaded = {}
+    for name, where in trees.items():
+        launch = launcher(where)
+        run([sys.executable, "-S", launch, "UserPromptSubmit"], repos[name], prompt(repos[name]))
+        loaded[name] = modules(launch, repos[name])  # after the first anchor: the usual path
     driver = Path(tempfile.mkdtemp(prefix="taskgate-phases-")) / "driver.py"
     atexit.register(shutil.rmtree, driver.parent, True)
     driver.write_text(_DRIVER)
     hook_row = "the hook as installed (python3 -S launch.py)"
-    walls: dict[str, list[float]] = {"python3 -c pass": [], "python3 -S -c pass": [], hook_row: []}
-    parts: list[list[int]] = []
-    body = prompt(repo)
+    walls: dict[str, list[float]] = {"python3 -c pass": [], "python3 -S -c pass": []}
+    walls.update({f"{hook_row}, {name}": [] for name in trees})
+    parts: dict[str, list[list[int]]] = {name: [] for name in trees}
     for _ in range(rounds):
-        walls["python3 -c pass"].append(run([sys.executable, "-c", "pass"], repo, "")[0])
-        walls["python3 -S -c pass"].append(run([sys.executable, "-S", "-c", "pass"], repo, "")[0])
-        hook = [sys.executable, "-S", launch, "UserPromptSubmit"]
-        walls[hook_row].append(run(hook, repo, body)[0])
-        _, out, err = run([sys.executable, "-S", str(driver), launch, ",".join(loaded)], repo, body)
-        if "[QUESTION]" not in out:
-            raise SystemExit(f"the prompt was not recorded by the hook: {out!r}")
-        parts.append([int(x) for x in err.rsplit("T ", 1)[1].split()])
+        walls["python3 -c pass"].append(run([sys.executable, "-c", "pass"], ROOT, "")[0])
+        walls["python3 -S -c pass"].append(run([sys.executable, "-S", "-c", "pass"], ROOT, "")[0])
+        for name, where in trees.items():
+            launch, repo, body = launcher(where), repos[name], prompt(repos[name])
+            hook = [sys.executable, "-S", launch, "UserPromptSubmit"]
+            walls[f"{hook_row}, {name}"].append(run(hook, repo, body)[0])
+            timed = [sys.executable, "-S", str(driver), launch, ",".join(loaded[name])]
+            _, out, err = run(timed, repo, body)
+            if "[QUESTION]" not in out:
+                raise SystemExit(f"the prompt was not recorded by the hook: {out!r}")
+            parts[name].append([int(x) for x in err.rsplit("T ", 1)[1].split()])
     base = statistics.median(walls["python3 -c pass"])
     print(f"the prompt hook holding a task, {rounds} rounds, {_load()}")
-    print(f"{'wall of the process':52} {'median ms':>10} {'/ python':>9}")
-    for name, values in walls.items():
-        print(f"{name:52} {statistics.median(values) * 1000:10.2f} "
+    print(f"{'wall of the process':62} {'median ms':>10} {'/ python':>9}")
+    for row, values in walls.items():
+        print(f"{row:62} {statistics.median(values) * 1000:10.2f} "
               f"{statistics.median(values) / base:9.2f}")  # fmt: skip
-    labels = ("import os, launch.py, hooks/dispatch (+ jsonio, _json)",
-              f"the prompt's other {len(loaded)} modules",
-              "the step, everything loaded")  # fmt: skip
-    print(f"{'in the hook process':52} {'median ms':>10}")
-    for at, label in enumerate(labels):
-        print(f"{label:52} {statistics.median(p[at] for p in parts) / 1e6:10.2f}")
-    print("modules: " + ", ".join(loaded))
+    for name in trees:
+        labels = ("import os, launch.py, hooks/dispatch (+ jsonio, _json)",
+                  f"the prompt's other {len(loaded[name])} modules",
+                  "the step, everything loaded", "in all")  # fmt: skip
+        print(f"{'in the hook process, ' + name:62} {'median ms':>10}")
+        for at, label in enumerate(labels):
+            values = [p[at] if at < 3 else sum(p) for p in parts[name]]
+            print(f"{label:62} {statistics.median(values) / 1e6:10.2f}")
+        print(f"modules ({name}): " + ", ".join(loaded[name]))
 
 
 def log_growth(prompts: int, tree: Path | None) -> None:
@@ -183,7 +192,7 @@ def main() -> int:
         at = argv.index("--log")
         log_growth(int(argv[at + 1]), tree)
         return 0
-    phases(int(argv[0]) if argv else 20)
+    phases(int(argv[0]) if argv else 20, tree)
     return 0
 
 
