@@ -456,6 +456,7 @@ PAREN_LOOK_ALIKES = [
     "cat <(echo $(( (1) ) ; touch f.py))", "((( 1 )) && touch f.py)", "(( 1 ) ; touch f.py)",
     "echo $(( \"'\" $(touch f.py) \"'\" ))", "echo $(( echo x > f.py ))",
     "x='a[$(touch f.py)]'; echo $((x))", "for (( i = $(touch f.py); i < 3; i++ )); do :; done",
+    "if (( $(touch f.py) )); then :; fi", "y='a[$(touch f.py)]'; if (( y )); then :; fi",
 ]  # fmt: skip
 
 
@@ -489,8 +490,12 @@ def test_a_write_in_an_arithmetic_look_alike_is_compared_after_the_fact(
 
 
 @pytest.mark.parametrize(
-    "command", ["echo $(( (1+2) * 3 ))", "echo $(((1)))", "(( (1+2) * 3 )) && echo yes"]
-)
+    "command",
+    [
+        "echo $(( (1+2) * 3 ))", "echo $(((1)))", "(( (1+2) * 3 )) && echo yes",
+        "if (( 3 > 2 )); then echo big; fi", "n=3; while (( n > 0 )); do n=$((n - 1)); done",
+    ],
+)  # fmt: skip
 def test_genuine_arithmetic_is_allowed_and_harmless(world: dict[str, str], command: str) -> None:
     assert attempt(world, "Bash", {"command": command}, world["{W}"]) == "harmless"
 

@@ -434,6 +434,43 @@ def test_genuine_evaluated_words_stay_pure_reads(line: str) -> None:
     assert a.reads_only and not a.runs_code, (line, a.writes, a.unbounded, a.problems)
 
 
+# `((` right after a reserved word that starts a command (if, then, else, elif, do, while,
+# until, time, !, {) is bash's arithmetic command too, not two subshells: its `>` compares.
+AFTER_RESERVED = [
+    "if (( $# > 0 )); then ls; fi", "if ((3>2)); then echo big; fi",
+    "while (( 0 > 1 )); do :; done", "until (( 2 > 1 )); do :; done",
+    "if true; then (( 1 > 0 )); else (( 0 > 1 )); fi", "if false; then :; elif ((2>1)); then :; fi",
+    "if ! (( 0 > 1 )); then :; fi", "{ (( 2 > 1 )); }", "time (( 2 > 1 ))",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("line", AFTER_RESERVED)
+def test_arithmetic_after_a_reserved_word_compares_and_writes_nothing(
+    line: str, tmp_path: Path
+) -> None:
+    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
+                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    assert not list(tmp_path.iterdir()), f"bash wrote a file for {line!r}"
+    a = analyse(line, CWD, home="/home/u")
+    assert a.reads_only and not a.writes, (line, a.writes, a.problems)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "if (( $(touch x) )); then :; fi", "while (( $(touch x) )); do :; done",
+        "if (( a[$(touch x)] )); then :; fi", "if ((touch x) ); then :; fi",
+        "if false; then :; elif (( $(touch x) )); then :; fi; if (( $(touch x) )); then :; fi",
+        "y='a[$(touch x)]'; if (( y )); then :; fi", "if ((echo a) > x); then :; fi",
+    ],
+)  # fmt: skip
+def test_commands_in_arithmetic_after_a_reserved_word_are_judged(line: str, tmp_path: Path) -> None:
+    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
+                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    assert (tmp_path / "x").exists(), f"bash does not write x for {line!r}"
+    assert "/r/x" in writes(line), line
+
+
 def test_a_test_builtin_compares_integers_without_evaluating() -> None:
     # `[ "$x" -eq 1 ]` and `test` only parse integers (bash 5.2): no touch, nothing to compare
     a = analyse("x='a[$(touch x)]'; [ \"$x\" -eq 1 ]", CWD, home="/home/u")

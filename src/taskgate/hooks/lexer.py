@@ -142,8 +142,18 @@ def _array_assignment(raw: str) -> bool:
     return base.isidentifier() and base.isascii()
 
 
+# Reserved words after which a command starts, when they are themselves at a command's start
+# (bash recognises them only there: `echo if ((` is three words).
+_OPENERS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "time", "!", "{"})
+
+
 def _command_start(out: list[Token]) -> bool:
-    return not out or out[-1][0] == "op" or out[-1] in (("word", "!"), ("word", "{"))
+    """The next token starts a command: at the start, after an operator, or after a reserved
+    word that opens one (`if (( n > 3 ))` is arithmetic, as at the start of a line)."""
+    at = len(out)
+    while at and out[at - 1][0] == "word" and out[at - 1][1] in _OPENERS:
+        at -= 1
+    return at == 0 or out[at - 1][0] == "op"
 
 
 def arith_command_end(s: str, i: int, budget: Budget) -> int | None:
