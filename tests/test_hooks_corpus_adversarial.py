@@ -467,6 +467,20 @@ def test_a_command_in_an_arithmetic_look_alike_is_denied(
     assert attempt(world, "Bash", {"command": command}, world["{W}"]) == "denied"
 
 
+# A wrapper with options before a command with options: the command's options used to be
+# dropped with the wrapper's (`nohup sed -i ...` judged as `sed ...`, a pure read).
+WRAPPED = [
+    "nohup sed -i s/a/b/ README.md", "command -p sed -i s/a/b/ README.md",
+    "exec -a x sed -i s/a/b/ README.md", "command -- find . -maxdepth 1 -name README.md -delete",
+    "nohup git clean -fdx", "command time -o f.py true",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", WRAPPED)
+def test_a_wrapped_command_is_judged_with_its_options(world: dict[str, str], command: str) -> None:
+    assert attempt(world, "Bash", {"command": command}, world["{W}"]) == "denied"
+
+
 @pytest.mark.parametrize("command", PAREN_LOOK_ALIKES[:4])
 def test_a_write_in_an_arithmetic_look_alike_is_compared_after_the_fact(
     world: dict[str, str], command: str

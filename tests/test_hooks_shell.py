@@ -471,6 +471,41 @@ def test_commands_in_arithmetic_after_a_reserved_word_are_judged(line: str, tmp_
     assert "/r/x" in writes(line), line
 
 
+# A wrapper's options come before the command it runs; every word after the command is the
+# command's own. Each line writes x in bash 5.2 with coreutils (checked first).
+WRAPPED = [
+    "nohup sed -i s/a/b/ x", "command sed -i s/a/b/ x", "command -p sed -i s/a/b/ x",
+    "command -- sed -i s/a/b/ x", "exec sed -i s/a/b/ x", "exec -a name sed -i s/a/b/ x",
+    "exec -c sed -i s/a/b/ x", "nohup find . -name x -delete", "command find . -name x -delete",
+    "exec -l find . -name x -delete", "command time -o x true", "command time --output=x true",
+    "builtin command sed -i s/a/b/ x",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("line", WRAPPED)
+def test_a_wrapped_command_keeps_its_options(line: str, tmp_path: Path) -> None:
+    target = tmp_path / "x"
+    target.write_text("a\n")
+    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
+                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    assert not target.exists() or target.read_text() != "a\n", f"bash left x alone: {line!r}"
+    a = analyse(line, CWD, home="/home/u")
+    assert "/r/x" in a.writes or "/r" in a.dir_writes, (line, a.writes, a.dir_writes)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "command -v python3", "command -V rm", "command -pv git", "command -v python3 && ls",
+        "command python3 --version", "nohup ls -la", "builtin echo -e hi", "command time -p ls",
+        "command time -f %e ls", "exec 2>/dev/null",
+    ],
+)  # fmt: skip
+def test_a_wrapper_that_runs_nothing_or_only_reads_stays_a_pure_read(line: str) -> None:
+    a = analyse(line, CWD, home="/home/u")
+    assert a.reads_only and not a.unbounded, (line, a.writes, a.unbounded)
+
+
 def test_a_test_builtin_compares_integers_without_evaluating() -> None:
     # `[ "$x" -eq 1 ]` and `test` only parse integers (bash 5.2): no touch, nothing to compare
     a = analyse("x='a[$(touch x)]'; [ \"$x\" -eq 1 ]", CWD, home="/home/u")
