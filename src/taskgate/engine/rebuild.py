@@ -29,11 +29,12 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from taskgate import failpoints
 from taskgate.engine import anchor, store_record, views
 from taskgate.engine.core import Engine
 from taskgate.engine.rebuild_proof import (
@@ -49,6 +50,7 @@ from taskgate.engine.rebuild_proof import (
 )
 from taskgate.engine.workspace import Workspace
 from taskgate.errors import Locked, UsageError
+from taskgate.store import dbswap
 from taskgate.store import snapshot as hook_snapshot
 from taskgate.store.base import Conflict, StoreCorrupt, Tx
 from taskgate.store.records import TaskSnapshot
@@ -140,17 +142,14 @@ def _insert(tx: Tx, snap: TaskSnapshot) -> None:
         tx.restore_event(e)
 
 
-def _move_aside(ws: Workspace, stamp: str) -> Path:
-    """The damaged store files (and the hook snapshot made from them) into lost-<stamp>/."""
-    aside = ws.state_dir / f"lost-{stamp}"
-    aside.mkdir(parents=True, exist_ok=False)
+def _move_aside(ws: Workspace, aside: Path) -> None:
+    """The damaged store files (and the hook snapshot made from them) into `aside`."""
     db = ws.db_path
     snapshots = (hook_snapshot.FILE_NAME, hook_snapshot.SEQ_FILE, hook_snapshot.AHEAD_NAME,
                  hook_snapshot.AHEAD_SEQ, hook_snapshot.GEN_FILE)  # fmt: skip
     for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm"), *(ws.state_dir / n for n in snapshots)):
         if path.exists():
             os.replace(path, aside / path.name)
-    return aside
 
 
 def rebuild(engine: Engine) -> RebuildResult:
@@ -164,27 +163,103 @@ def rebuild(engine: Engine) -> RebuildResult:
         )
     if not ws.initialized and not ws.store_evidence():
         raise UsageError(f"taskgate is not initialised in {ws.repo}", hint="run 'taskgate init'")
-    with _exclusive(ws.state_dir / "rebuild.lock"):
-        return _rebuild(engine)  # judged under the lock: another rebuild may have run
+    # Judged under both locks: another rebuild may have run, and no writer commits into
+    # the old file from before it is read until the new one is in place (store/dbswap.py).
+    with dbswap.exclusive(ws.state_dir), _old_file_locked(engine) as old_lock:
+        return _rebuild(engine, old_lock)
+
+
+class _OldLock:
+    """The old store's write lock (`BEGIN IMMEDIATE` on a connection to it), held while the
+    rebuild reads it, builds the new store and puts it in place: a writer that opened the
+    old file waits, then finds it replaced and writes into the new one (R-REC-12, R-LCK-09).
+    None of it when the old store is missing or SQLite cannot open it: nothing writes there."""
+
+    def __init__(self, conn: Any | None) -> None:
+        self.conn = conn
+
+    def release(self) -> None:
+        """Roll back (nothing was written through it) and close. Closing a connection to a
+        file that was renamed folds no log into it (SQLite's SQLITE_FCNTL_HAS_MOVED): the
+        files kept aside stay as they were found."""
+        import sqlite3
+
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            with suppress(sqlite3.Error):  # a rollback that fails ends with the connection
+                conn.execute("ROLLBACK")
+            conn.close()
 
 
 @contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    """One rebuild at a time (the kernel drops the lock if this process dies)."""
-    import fcntl
+def _old_file_locked(engine: Engine) -> Iterator[_OldLock]:
+    import sqlite3
 
-    with open(path, "a+b") as handle:
+    from taskgate.engine.workspace import store_problem
+
+    ws = engine.ws
+    lock = _OldLock(None)
+    if store_problem(ws):  # missing or empty: no writer can have it open as a store
+        yield lock
+        return
+    try:
+        conn = sqlite3.connect(f"{ws.db_path.resolve().as_uri()}?mode=rw", uri=True,
+                               timeout=0, isolation_level=None)  # fmt: skip
+    except sqlite3.Error:
+        conn = None  # not a database SQLite opens: the rebuild reports it
+    if conn is not None:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise Locked(
-                "another 'taskgate recover --rebuild' is running",
-                hint="wait for it to finish, then run 'taskgate recover --rebuild' again",
-            ) from None
-        yield
+            _begin(conn, engine)
+            lock.conn = conn
+        except sqlite3.Error:  # damaged beyond locking: nothing can write into it either
+            conn.close()
+        except BaseException:
+            conn.close()
+            raise
+    try:
+        yield lock
+    finally:
+        lock.release()  # still held when the rebuild stopped before its end
 
 
-def _rebuild(engine: Engine) -> RebuildResult:
+def _begin(conn: Any, engine: Engine) -> None:
+    """BEGIN IMMEDIATE on the old store, waiting TASKGATE_LOCK_TIMEOUT for a writer that
+    holds it (saying so); Locked when it does not finish in that time."""
+    import sqlite3
+
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        return
+    except sqlite3.OperationalError as exc:
+        if not _busy(exc):
+            raise
+    failpoints.wait("rebuild:busy")  # tests: a writer holds the lock
+    wait = float(os.environ.get("TASKGATE_LOCK_TIMEOUT", "60"))
+    if engine.progress is not None:
+        engine.progress(
+            f"recover --rebuild: waiting up to {wait:g} s for the taskgate command or hook "
+            "that holds the store's write lock"
+        )
+    conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if not _busy(exc):
+            raise
+        raise Locked(
+            f"another process held the store's write lock for {wait:g} s: the rebuild did "
+            "not start (nothing was changed)",
+            hint="wait for the taskgate command or hook that writes to finish (or stop "
+            "'taskgate serve' / 'taskgate run'), then run 'taskgate recover --rebuild' "
+            "again; TASKGATE_LOCK_TIMEOUT sets how long it waits",
+        ) from None
+
+
+def _busy(exc: Exception) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _rebuild(engine: Engine, old_lock: _OldLock) -> RebuildResult:
     ws = engine.ws
     found = damage(ws)
     if not found:
@@ -243,7 +318,13 @@ def _rebuild(engine: Engine) -> RebuildResult:
         finally:
             fresh.close()
         engine.close()
-        aside = _move_aside(ws, stamp)
+        failpoints.wait("rebuild:built")  # tests: the new store built, the old one locked
+        aside = ws.state_dir / f"lost-{stamp}"
+        aside.mkdir(parents=True, exist_ok=False)
+        for _, item in chosen:  # before the new store is in place: never behind a view
+            _views_beyond(ws, item, aside)
+        _move_aside(ws, aside)
+        failpoints.wait("rebuild:moved")  # tests: no store at the path until the new one
         for suffix in ("", "-wal", "-shm"):
             built = Path(f"{work / ws.db_path.name}{suffix}")
             if built.exists():
@@ -253,11 +334,11 @@ def _rebuild(engine: Engine) -> RebuildResult:
     result.kept_aside = str(aside)
     result.tasks = sorted([i for _, i in chosen] + result.tasks, key=lambda i: i.task)
     for _, item in chosen:
-        _views_beyond(ws, item, aside)
-    for _, item in chosen:
         if item.source == "views":
             _record(engine, item, found, str(aside))
     engine.store.refresh_snapshot(wait_s=1.0)
+    # Writers waiting on the old file now find it replaced and write into the new one.
+    old_lock.release()
     return result
 
 

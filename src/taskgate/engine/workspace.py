@@ -157,6 +157,8 @@ def require_initialized(ws: Workspace) -> None:
     """Refuse to work on a repository where `taskgate init` has not run, or whose store is
     gone (exit 5: a lost store is never replaced by a fresh one)."""
     problem = store_problem(ws)
+    if problem and _rebuild_finished(ws):  # not lost: being put in place by a rebuild
+        problem = store_problem(ws)
     if problem:
         raise StoreLost(problem, hint=LOST_STORE_HINT)
     if not ws.initialized:
@@ -164,6 +166,19 @@ def require_initialized(ws: Workspace) -> None:
             f"taskgate is not initialised in {ws.repo}",
             hint=f"run 'taskgate init' in {ws.repo}",
         )
+
+
+def _rebuild_finished(ws: Workspace) -> bool:
+    """A `recover --rebuild` was running here and has finished (store/dbswap.py)."""
+    import os
+
+    from taskgate.store import dbswap
+
+    try:
+        wait = float(os.environ.get("TASKGATE_LOCK_TIMEOUT", "60"))
+    except ValueError:
+        wait = 60.0
+    return dbswap.wait_for_rebuild(ws.state_dir, wait)
 
 
 def init_files(ws: Workspace) -> list[str]:

@@ -24,6 +24,7 @@ the engine's path, which handles and reports it. PostgreSQL stores always take t
 from __future__ import annotations
 
 import os
+import stat  # os imports it: free
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -165,8 +166,13 @@ class HookTx:
         self.loads = loads
         self._error = sqlite3.Error
         self._db = db = os.path.join(state_dir, "state.db")
-        if not os.path.isfile(db):
+        try:  # the file it opens, before it connects (store/dbswap.py: recover --rebuild)
+            found = os.stat(db)
+        except OSError:
+            found = None
+        if found is None or not stat.S_ISREG(found.st_mode):
             raise Unusable(f"no store at {db}")
+        self._ident = found.st_dev, found.st_ino
         try:
             wait = lock_timeout() if timeout is None else timeout
             conn = sqlite3.connect(db, timeout=wait, isolation_level=None)
@@ -197,6 +203,15 @@ class HookTx:
         except self._error as exc:
             self._c.close()
             raise Unusable(f"the store's write lock: {exc}") from None
+        try:  # under the lock: a file recover --rebuild moved aside never takes a write
+            found = os.stat(self._db)
+            same = (found.st_dev, found.st_ino) == self._ident
+        except OSError:
+            same = False
+        if not same:
+            self._c.execute("ROLLBACK")
+            self._c.close()
+            raise Unusable("state.db was replaced (recover --rebuild): the engine opens it")
         return self
 
     def __exit__(self, kind: object, exc: object, tb: object) -> None:

@@ -14,10 +14,10 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from taskgate import failpoints
-from taskgate.errors import SchemaDamaged, from_sqlite_error
+from taskgate.errors import Locked, SchemaDamaged, from_sqlite_error
 from taskgate.fsutil import atomic_write
 from taskgate.json_lite import loads
-from taskgate.store import snapshot, snapshot_clock, snapshot_splice
+from taskgate.store import dbswap, snapshot, snapshot_clock, snapshot_splice
 from taskgate.store.base import Store, StoreCorrupt, Tx
 from taskgate.store.schema import MIGRATIONS
 from taskgate.store.sqlite_tx import _TASK_COLUMNS
@@ -29,6 +29,30 @@ if TYPE_CHECKING:
     import sqlite3
 else:  # the C module sqlite3 re-exports: its dbapi2 wrapper imports datetime (1 ms, issue 18)
     import _sqlite3 as sqlite3
+
+
+class _Replaced(Exception):
+    """The file the connection opened is no longer the store at the path (store/dbswap.py)."""
+
+
+_REOPENS = 5  # rebuilds in a row while one command opens the store: then it says so
+
+
+def _replaced_again(path: Path) -> Locked:
+    return Locked(
+        f"the store {path} was replaced {_REOPENS} times while this command opened it "
+        "('taskgate recover --rebuild' running again and again)",
+        hint="wait for the rebuilds to finish, then run the command again; nothing was written",
+    )
+
+
+def _uri(path: Path, mode: str) -> str:
+    """SQLite's `file:` URI of `path` opened with `mode` (Path.as_uri imports urllib.parse,
+    re and enum: 3 ms of every command, issue 18; SQLite decodes %HH and stops at ? and #)."""
+    import os
+
+    text = os.path.abspath(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    return f"file:{text}?mode={mode}"
 
 
 def _raise_fault(exc: sqlite3.DatabaseError, path: Path) -> None:
@@ -59,32 +83,94 @@ class SqliteStore(Store):
         self.snapshot_path = path.with_name(snapshot.FILE_NAME)
         self.timeout = timeout
         self.read_only = read_only
-        try:
-            if read_only:  # `taskgate audit`: SQLite itself refuses any write (R-AUD-12)
+        self._open()
+
+    # (st_dev, st_ino) of the file this connection opened, recorded before it connected
+    # (store/dbswap.py: recover --rebuild replaces state.db under its name)
+    _ident: tuple[int, int] | None = None
+
+    def _open(self) -> None:
+        """Connect to the file at the path now: read-only (`taskgate audit`: SQLite itself
+        refuses any write, R-AUD-12), or set up with the migrations applied. A file that is
+        there is opened, never created (mode=rw): one moved aside by a rebuild in between is
+        waited for, not replaced by an empty store (store/dbswap.py)."""
+        path = self.path
+        for _ in range(_REOPENS):
+            self._ident = ident = dbswap.identity(path)
+            if ident is None and not self.read_only and self._rebuilt():
+                continue  # between a rebuild's moving the old file aside and the new one
+            # mode=ro for audit; mode=rw: a file that is there is never created anew
+            mode = "ro" if self.read_only else "rw" if ident else ""
+            try:
                 self._conn = sqlite3.connect(
-                    f"{path.resolve().as_uri()}?mode=ro",
-                    uri=True,
-                    timeout=timeout,
+                    _uri(path, mode) if mode else str(path),
+                    uri=bool(mode),
+                    timeout=self.timeout,
                     isolation_level=None,
                     check_same_thread=False,
                 )
-                self._conn.row_factory = sqlite3.Row
-                self._conn.execute("PRAGMA query_only=ON")
-                self._conn.execute("SELECT COUNT(*) FROM migrations").fetchone()
-                self._check_columns()
+            except sqlite3.DatabaseError as exc:
+                if dbswap.identity(path) is None and self._rebuilt():
+                    continue  # moved aside by recover --rebuild: open the rebuilt one
+                _raise_fault(exc, path)
+                raise StoreCorrupt(f"cannot open the store {path}: {exc}") from exc
+            if ident is None:  # created here (`taskgate init`, the rebuild's new store)
+                self._ident = dbswap.identity(path)
+            try:
+                self._setup()
                 return
-            self._conn = sqlite3.connect(
-                path, timeout=timeout, isolation_level=None, check_same_thread=False
-            )
-            self._conn.row_factory = sqlite3.Row
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")
-            self._conn.execute("PRAGMA foreign_keys=ON")
+            except _Replaced:
+                self._conn.close()
+            except sqlite3.DatabaseError as exc:
+                self._conn.close()
+                _raise_fault(exc, path)
+                raise StoreCorrupt(f"cannot open the store {path}: {exc}") from exc
+            except BaseException:
+                self._conn.close()
+                raise
+        raise _replaced_again(path)
+
+    def _setup(self) -> None:
+        c = self._conn
+        c.row_factory = sqlite3.Row
+        if self.read_only:
+            c.execute("PRAGMA query_only=ON")
+            c.execute("SELECT COUNT(*) FROM migrations").fetchone()
+        else:
+            c.execute("PRAGMA journal_mode=WAL")
+            c.execute("PRAGMA synchronous=FULL")
+            c.execute("PRAGMA foreign_keys=ON")
             self._migrate()
-            self._check_columns()
-        except sqlite3.DatabaseError as exc:
-            _raise_fault(exc, path)
-            raise StoreCorrupt(f"cannot open the store {path}: {exc}") from exc
+        self._check_columns()
+
+    def _rebuilt(self) -> bool:
+        """A rebuild was running and is over (store/dbswap.py)."""
+        return dbswap.wait_for_rebuild(self.path.parent, self.timeout)
+
+    def _same_file(self) -> bool:
+        """The file at the path is the one this connection opened (called under the write
+        lock: a rebuild moves the old file only while it holds that file's lock)."""
+        return self._ident is not None and dbswap.identity(self.path) == self._ident
+
+    def _begin_write(self) -> None:
+        """BEGIN IMMEDIATE on the store at the path: a connection to a file recover --rebuild
+        moved aside (it held the lock until the new file was in place) rolls back and
+        connects to the new one, so nothing is committed into the file kept aside."""
+        for _ in range(_REOPENS):
+            self._conn.execute("BEGIN IMMEDIATE")
+            if self._same_file():
+                return
+            self._conn.execute("ROLLBACK")
+            self._reopen()
+        raise _replaced_again(self.path)
+
+    def _reopen(self) -> None:
+        """Open the store at the path instead of the file moved aside. The old connection is
+        left to its last user (a snapshot read before may still read its events through
+        it: SqliteTx.detached) and closed when none is left."""
+        if self._snapshot_held:  # the held splice was of the old file: refresh it whole
+            self._held_patch = ((None, False), (None, None), frozenset())
+        self._open()
 
     def _check_columns(self) -> None:
         """integrity_check accepts a renamed or dropped column; taskgate does not (exit 5)."""
@@ -101,6 +187,9 @@ class SqliteStore(Store):
     def _migrate(self) -> None:
         c = self._conn
         c.execute("BEGIN IMMEDIATE")
+        if not self._same_file():  # moved aside by recover --rebuild since it was opened
+            c.execute("ROLLBACK")
+            raise _Replaced
         try:
             c.execute(
                 "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
@@ -132,6 +221,8 @@ class SqliteStore(Store):
 
     @contextmanager
     def read(self) -> Iterator[Tx]:
+        if not self._same_file():  # a long-lived process: follow the rebuilt store
+            self._reopen()
         self._conn.execute("BEGIN")
         tx = SqliteTx(self._conn)
         try:
@@ -150,7 +241,7 @@ class SqliteStore(Store):
 
     @contextmanager
     def write(self) -> Iterator[Tx]:
-        self._conn.execute("BEGIN IMMEDIATE")
+        self._begin_write()
         start = snapshot_splice.generation(self._conn)  # the hook snapshot's clock (patched)
         tx = SqliteTx(self._conn)
         try:
@@ -248,12 +339,13 @@ class SqliteStore(Store):
         if wait_s is not None:
             c.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
         try:
-            c.execute("BEGIN IMMEDIATE")
+            self._begin_write()  # never the hook snapshot of a file moved aside
         except sqlite3.OperationalError:
             return "busy"
         finally:
             if wait_s is not None:
-                c.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+                self._conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        c = self._conn  # reconnected when the store was rebuilt
         try:
             spliced, gen = None, snapshot_splice.generation(c)
             if patch is not None:  # the step's tasks only (issue 18)
