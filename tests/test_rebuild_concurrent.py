@@ -138,6 +138,10 @@ WRITER = textwrap.dedent(
         tx.task("add-login")
     print("open", flush=True)
     for line in sys.stdin:
+        if line.strip() == "read":  # what its connection reads of fix-typo
+            with store.read() as tx:
+                print(json.dumps({"seq": tx.task("fix-typo").seq}), flush=True)
+            continue
         at = now()
         try:
             with store.write() as tx:
@@ -177,6 +181,10 @@ def test_a_process_that_opened_the_old_store_writes_into_the_rebuilt_one(
         gate.touch()
         code, out, err = finished(proc)
         assert code == 0, out + err  # rebuilt, fix-typo proven
+        writer.stdin.write("read\n")  # a long-lived reader (`taskgate serve`) follows too
+        writer.stdin.flush()
+        ((seq,),) = rows(db, "SELECT seq FROM tasks WHERE name = ?", OTHER)
+        assert json.loads(writer.stdout.readline()) == {"seq": seq}
         writer.stdin.write("after.py\n")
         writer.stdin.flush()
         after = json.loads(writer.stdout.readline())
