@@ -142,6 +142,9 @@ WRITER = textwrap.dedent(
             with store.read() as tx:
                 print(json.dumps({"seq": tx.task("fix-typo").seq}), flush=True)
             continue
+        if line.strip() == "snapshot":  # the hook snapshot rewritten from its connection
+            print(json.dumps({"snapshot": store.refresh_snapshot()}), flush=True)
+            continue
         at = now()
         try:
             with store.write() as tx:
@@ -181,6 +184,12 @@ def test_a_process_that_opened_the_old_store_writes_into_the_rebuilt_one(
         gate.touch()
         code, out, err = finished(proc)
         assert code == 0, out + err  # rebuilt, fix-typo proven
+        snap = repo.path / ".taskgate" / "hook-snapshot.json"
+        rebuilt = snap.read_bytes()
+        writer.stdin.write("snapshot\n")  # never the old file's rows over the new store's
+        writer.stdin.flush()
+        assert json.loads(writer.stdout.readline()) == {"snapshot": "unchanged"}
+        assert snap.read_bytes() == rebuilt
         writer.stdin.write("read\n")  # a long-lived reader (`taskgate serve`) follows too
         writer.stdin.flush()
         ((seq,),) = rows(db, "SELECT seq FROM tasks WHERE name = ?", OTHER)
