@@ -193,6 +193,7 @@ class _OldLock:
 
 @contextmanager
 def _old_file_locked(engine: Engine) -> Iterator[_OldLock]:
+    """The old store's write lock for the whole rebuild, when SQLite can take it."""
     import sqlite3
 
     from taskgate.engine.workspace import store_problem
