@@ -467,17 +467,22 @@ def test_a_command_in_an_arithmetic_look_alike_is_denied(
     assert attempt(world, "Bash", {"command": command}, world["{W}"]) == "denied"
 
 
-# A wrapper with options before a command with options: the command's options used to be
-# dropped with the wrapper's (`nohup sed -i ...` judged as `sed ...`, a pure read).
-WRAPPED = [
+# Lines the analyser used to take for pure reads (allowed, and not compared afterwards): a
+# wrapper with options before a command with options (`nohup sed -i ...` was judged as
+# `sed ...`), builtins that write or run command text, git run through its environment or tools.
+MISSED = [
     "nohup sed -i s/a/b/ README.md", "command -p sed -i s/a/b/ README.md",
     "exec -a x sed -i s/a/b/ README.md", "command -- find . -maxdepth 1 -name README.md -delete",
     "nohup git clean -fdx", "command time -o f.py true",
+    "history -s 'print(1)'; history -w f.py", "mapfile -C 'touch f.py #' -c 1 a <<< x",
+    "GIT_EXTERNAL_DIFF='touch f.py #' git diff",
+    "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0='touch f.py #' git status",
+    "git grep -O'touch f.py #' a", "git clone -q . sub", "git init -q sub",
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("command", WRAPPED)
-def test_a_wrapped_command_is_judged_with_its_options(world: dict[str, str], command: str) -> None:
+@pytest.mark.parametrize("command", MISSED)
+def test_a_line_the_analyser_used_to_miss_is_denied(world: dict[str, str], command: str) -> None:
     assert attempt(world, "Bash", {"command": command}, world["{W}"]) == "denied"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -504,6 +505,68 @@ def test_a_wrapped_command_keeps_its_options(line: str, tmp_path: Path) -> None:
 def test_a_wrapper_that_runs_nothing_or_only_reads_stays_a_pure_read(line: str) -> None:
     a = analyse(line, CWD, home="/home/u")
     assert a.reads_only and not a.unbounded, (line, a.writes, a.unbounded)
+
+
+# Builtins that write a file or run command text (bash 5.2): each line writes x (checked).
+BUILTIN_EFFECTS = [
+    'history -s "print(1)"; history -w x', "history -s a; history -a x",
+    "compgen -C 'touch x' y", "f() { touch x; }; compgen -F f y",
+    "mapfile -C 'touch x #' -c 1 a <<< z", "readarray -c 1 -tC 'touch x #' a <<< z",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("line", BUILTIN_EFFECTS)
+def test_builtins_that_write_or_run_command_text_are_judged(line: str, tmp_path: Path) -> None:
+    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
+                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    assert (tmp_path / "x").exists(), f"bash does not write x for {line!r}"
+    a = analyse(line, CWD, home="/home/u")
+    assert "/r/x" in a.writes and not a.reads_only, (line, a.writes, a.unbounded)
+
+
+# git run through its environment or its tool options: each line writes x in a scratch
+# repository holding one change (checked), so none is a pure read.
+GIT_RUNS = [
+    "GIT_EXTERNAL_DIFF='touch x #' git diff",
+    "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0='touch x #' git status",
+    "GIT_CONFIG_PARAMETERS=\"'core.fsmonitor'='touch x #'\" git status",
+    "export GIT_EXTERNAL_DIFF='touch x #'; git diff",
+    "printf '[core]\\n\\tfsmonitor = touch x #\\n' > c; GIT_CONFIG_GLOBAL=$PWD/c git status",
+    "mkdir h; printf '[core]\\n\\tfsmonitor = touch x #\\n' > h/.gitconfig; HOME=$PWD/h git status",
+    "git grep --open-files-in-pager='touch x #' a", "git grep -O'touch x #' a",
+    "git difftool -y -x 'touch x #'", "GIT_TRACE2=$PWD/x git status",
+    "git clone -q . x", "git init -q x", "git worktree add -q x",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("line", GIT_RUNS)
+def test_git_run_through_its_environment_or_tools_is_no_pure_read(
+    line: str, tmp_path: Path
+) -> None:
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+    setup = "git init -q && echo a > README.md && git add . && git commit -qm i"
+    setup += " && echo b >> README.md"
+    subprocess.run(setup, shell=True, cwd=tmp_path, env=env, check=True)
+    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True, env=env,
+                   stdin=subprocess.DEVNULL, check=False, timeout=60)  # fmt: skip
+    assert (tmp_path / "x").exists(), f"bash does not write x for {line!r}"
+    a = analyse(line, CWD, home="/home/u")
+    assert not a.reads_only, (line, a.writes, a.unbounded)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "git status", "GIT_TRACE=1 git status", "GIT_PAGER=cat git log", "git worktree list",
+        "history", "history -c", "mapfile -t a < f", "compgen -W 'a b' a", "enable -n echo",
+        "git grep -n foo", "git -C src status",
+    ],
+)  # fmt: skip
+def test_their_plain_forms_stay_pure_reads(line: str) -> None:
+    a = analyse(line, CWD, home="/home/u")
+    assert a.reads_only and not a.runs_code, (line, a.writes, a.unbounded)
 
 
 def test_a_test_builtin_compares_integers_without_evaluating() -> None:

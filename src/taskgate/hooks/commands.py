@@ -196,6 +196,10 @@ def _builtin(st: State, name: str, args: list[Word], env: dict[str, str | None])
     elif name in _DECLARE:
         _declare(st, args)
     elif name in ("read", "mapfile", "readarray", "getopts", "printf") and args:
+        if name in ("mapfile", "readarray") and any(w.text.startswith("-") for w in args):
+            from taskgate.hooks.builtin_effects import callbacks, option_values
+
+            callbacks(st, name, option_values(args, "C", "dnOsuCc"))
         if name != "printf" or args[0].text == "-v":
             for w in _names(name, args):
                 st.expander.name_operand(w)
@@ -216,9 +220,25 @@ def _builtin(st: State, name: str, args: list[Word], env: dict[str, str | None])
             st.result.may_write_anything("eval of code built at run time")
         walk_text(code, st)
     elif name in ("exec", "command", "builtin", "nohup", "time"):
-        rest = _wrapped(name, args, st)
+        from taskgate.hooks.builtin_effects import wrapped
+
+        rest = wrapped(name, args, st)
         if rest:  # none: `exec` with only redirections (judged), `command -v` (prints only)
             run(rest, st, env)
+    elif name in ("history", "compgen", "enable") and args:
+        from taskgate.hooks.builtin_effects import callbacks, history, option_values
+
+        if name == "history":
+            history(st, args)
+        elif name == "enable" and option_values(args, "f", "f"):
+            st.result.may_write_anything("enable -f loads a shared library into the shell")
+        elif name == "compgen":
+            callbacks(st, name, option_values(args, "C", "AGWXPSCFo"))
+            for function in option_values(args, "F", "AGWXPSCFo"):
+                if function.known and function.text in st.functions:
+                    _call(st, function.text)
+                else:
+                    st.result.may_write_anything(f"compgen -F runs the function {function.text}")
     elif name == "trap":
         if args and args[0].known and args[0].text not in ("-", "-p", "-l", ""):
             walk_text(args[0].text, st.copy())
@@ -227,45 +247,6 @@ def _builtin(st: State, name: str, args: list[Word], env: dict[str, str | None])
     elif name not in _NEUTRAL:
         return False
     return True
-
-
-# The options of each wrapper (bash 5.2's `command` and `exec`, coreutils' `nohup`, GNU
-# `time`, which is what `command time` runs): only these come before the wrapped command, and
-# every word after it is the command's own (`nohup find . -delete` runs `find . -delete`).
-_WRAPPER_FLAGS = {"command": "pvV", "exec": "cla", "builtin": "", "nohup": "", "time": "pvqaV"}
-_TIME_VALUED = ("-o", "--output", "-f", "--format")
-
-
-def _wrapped(name: str, args: list[Word], st: State) -> list[Word]:
-    """The command a wrapper runs, with its arguments ([] when it runs none)."""
-    at = 0
-    describe = False
-    while at < len(args):
-        w = args[at]
-        text = w.text
-        if not w.known or not text.startswith("-") or text == "-":
-            break  # the command (a word known only at run time: judged as the program)
-        at += 1
-        if text == "--":
-            break
-        if name == "time" and text.startswith(_TIME_VALUED):
-            if text in _TIME_VALUED:  # the value is the next word
-                value = args[at] if at < len(args) else Word("", known=False)
-                at += 1
-            else:  # -oFILE, --output=FILE
-                value = Word(text.partition("=")[2] if "=" in text else text[2:], w.known)
-            if text.startswith(("-o", "--output")):
-                st.write(value)  # GNU time writes its report there
-            continue
-        flags = _WRAPPER_FLAGS[name]
-        if not text[1:] or any(c not in flags for c in text[1:].lstrip("-")):
-            st.result.may_write_anything(f"{name} {text}: an option this analyser does not know")
-            return []
-        if name == "command" and ("v" in text or "V" in text):
-            describe = True  # `command -v NAME` prints how NAME would be found: runs nothing
-        if name == "exec" and text.endswith("a"):
-            at += 1  # -a NAME: the name given to the command
-    return [] if describe else args[at:]
 
 
 _ARITH_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})

@@ -189,6 +189,11 @@ _COMMAND_CONFIG = (
 )
 
 
+# Subcommands that always run an external program (the configured diff or merge tool, a web
+# server and browser, sendmail).
+_RUNS_TOOLS = frozenset({"difftool", "mergetool", "instaweb", "send-email", "web--browse"})
+
+
 def long_option(arg: str, full: str) -> bool:
     """`arg` names git's long option `full`: exactly, or as a prefix git would accept
     (`--har` is `--hard`; `--forc` reaches `--force`)."""
@@ -250,6 +255,20 @@ def git_effects(st: object, args: Sequence[object], env: dict[str, str | None]) 
     for setting in configs:
         if setting.lower().startswith(_COMMAND_CONFIG):
             result.may_write_anything(f"git -c {setting.partition('=')[0]} runs a command")
+    if env or any(
+        k.startswith("GIT_") or k in ("HOME", "XDG_CONFIG_HOME", "SSH_ASKPASS") for k in st.vars
+    ):
+        from taskgate.hooks.gitrun import environment
+
+        environment(st, env)
+    if sub_at < len(argv) and argv[sub_at] in _RUNS_TOOLS:
+        result.may_write_anything(f"git {argv[sub_at]} runs an external tool")
+    if (
+        sub_at < len(argv)
+        and argv[sub_at] == "grep"
+        and any_option(argv[sub_at + 1 :], "-O", "--open-files-in-pager")
+    ):
+        result.may_write_anything("git grep -O runs the pager it is given on the files found")
     redirected = [
         k
         for k, v in env.items()
@@ -403,6 +422,11 @@ def _output_files(st: object, sub: str, rest: list[str], cwds: tuple[str, ...]) 
         values.append(rest[1])
     if sub == "bugreport":
         values.append(".")
+    if sub in ("clone", "init") or (sub == "worktree" and rest[:1] == ["add"]):
+        from taskgate.hooks.gitrun import creates
+
+        creates(st, sub, rest[1:] if sub == "worktree" else rest)
+        return
     for v in values:
         st.write(Word(v))
     del cwds
