@@ -429,3 +429,35 @@ def test_the_files_kept_aside_are_the_old_ones_byte_for_byte(
     assert aside.read_bytes() == old_db
     assert Path(f"{aside}-wal").read_bytes() == old_wal
     nothing_only_aside(repo)
+
+
+def test_a_command_started_during_the_rebuild_waits_or_fails_plainly(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """`taskgate say` started while the rebuild holds the old store: with a lock timeout
+    shorter than the rebuild it fails with exit 6 ("locked", run it again) and records
+    nothing anywhere; with the default it waits, opens the rebuilt store and records there."""
+    db = repo.path / DB
+    gate = tmp_path / "built"
+    proc = rebuild(repo, TASKGATE_WAIT=f"rebuild:built={gate}")
+    _arrive(gate, proc)
+    hasty = repo.run("say", TASK, "first question?", session="s1",
+                     env={"TASKGATE_LOCK_TIMEOUT": "0.5"})  # fmt: skip
+    assert hasty.code == 6, hasty.out + hasty.err
+    assert "locked" in hasty.err and "run the command again" in " ".join(hasty.err.split())
+    patient = _popen(repo.path, "s1", "say", TASK, "second question?")
+    deadline = time.monotonic() + 120
+    while not _holds_open(patient.pid, db):  # it opened the old file and waits for its lock
+        assert patient.poll() is None, patient.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    gate.touch()
+    code, out, err = finished(proc)
+    assert code == 0, out + err
+    code, out, err = finished(patient)
+    assert code == 0, out + err
+    assert with_path(db, message_hash("first question?")) == []
+    assert with_path(kept_aside(repo), message_hash("first question?")) == []
+    assert [t for _, t, _ in with_path(db, message_hash("second question?"))] == [TASK]
+    nothing_only_aside(repo)
+    audit_chain(repo)
