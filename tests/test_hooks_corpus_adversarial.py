@@ -478,6 +478,7 @@ MISSED = [
     "GIT_EXTERNAL_DIFF='touch f.py #' git diff",
     "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0='touch f.py #' git status",
     "git grep -O'touch f.py #' a", "git clone -q . sub", "git init -q sub",
+    "echo 'touch f.py' > /tmp/tg-evil.sh; BASH_ENV=/tmp/tg-evil.sh bash -c true",
 ]  # fmt: skip
 
 

@@ -569,6 +569,36 @@ def test_their_plain_forms_stay_pure_reads(line: str) -> None:
     assert a.reads_only and not a.runs_code, (line, a.writes, a.unbounded)
 
 
+# Environments that make any program load code they name (each line writes x, checked with
+# bash, node and perl; LD_PRELOAD's loading is the dynamic loader's own).
+LOADED = [
+    "BASH_ENV=./evil.sh bash -c true", "export BASH_ENV=./evil.sh; bash -c true",
+    "NODE_OPTIONS='--require ./evil.js' node -e 0", "PERL5OPT=-Mevil PERL5LIB=. perl -e 1",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("line", LOADED)
+def test_an_environment_that_loads_code_is_unbounded(line: str, tmp_path: Path) -> None:
+    (tmp_path / "evil.sh").write_text("touch x\n")
+    (tmp_path / "evil.js").write_text("require('fs').writeFileSync('x', '')\n")
+    (tmp_path / "evil.pm").write_text("package evil; open(my $f, '>', 'x'); 1;\n")
+    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
+                   stdin=subprocess.DEVNULL, check=False, timeout=60)  # fmt: skip
+    assert (tmp_path / "x").exists(), f"{line!r} wrote no x"
+    a = analyse(line, CWD, home="/home/u")
+    assert a.unbounded and not a.reads_only, (line, a.unbounded)
+
+
+def test_library_preloading_and_search_paths() -> None:
+    for line in ["LD_PRELOAD=/tmp/x.so true", "env LD_AUDIT=/tmp/x.so ls", "LD_LIBRARY_PATH=. ls"]:
+        assert analyse(line, CWD, home="/home/u").unbounded, line
+    a = analyse("PYTHONPATH=. python3 -c 'import json'", CWD, home="/home/u")
+    assert a.runs_code  # ./json.py would shadow the standard library's: compared after
+    for line in ["ENV=staging; echo $ENV", "LANG=C ls", "TZ=UTC date"]:
+        a = analyse(line, CWD, home="/home/u")
+        assert a.reads_only and not a.runs_code, line
+
+
 def test_a_test_builtin_compares_integers_without_evaluating() -> None:
     # `[ "$x" -eq 1 ]` and `test` only parse integers (bash 5.2): no touch, nothing to compare
     a = analyse("x='a[$(touch x)]'; [ \"$x\" -eq 1 ]", CWD, home="/home/u")

@@ -167,6 +167,8 @@ def run(words: list[Word], st: State, env: dict[str, str | None] | None = None) 
         return
     name = head.text
     base = os.path.basename(name)
+    if env or st.vars.keys() & _LINE_LOADERS:
+        _loaders(st, env)
     if "/" not in name and name in st.functions:
         _call(st, name)
         return
@@ -176,6 +178,28 @@ def run(words: list[Word], st: State, env: dict[str, str | None] | None = None) 
         script(st, head, None, args)
         return
     programs.judge(st, base, args, env)
+
+
+# Environment variables that make a program load code they name, whatever the program: the
+# dynamic loader's (`LD_PRELOAD=/tmp/x.so true` runs x.so), the interpreters' start-up code and
+# options (`NODE_OPTIONS=--require`, `PERL5OPT=-M`, `RUBYOPT=-r`, bash's BASH_ENV, sh's ENV,
+# Java agents). And their module search paths, through which project code shadows a module
+# the command imports (`PYTHONPATH=. python3 -c 'import json'` runs ./json.py).
+_LOADERS = frozenset({
+    "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "BASH_ENV", "ENV", "NODE_OPTIONS", "PERL5OPT",
+    "RUBYOPT", "PYTHONSTARTUP", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
+})  # fmt: skip
+_LINE_LOADERS = _LOADERS - {"ENV"}  # assigned earlier on the line: ENV is a common plain name
+_SEARCH_PATHS = frozenset({"PYTHONPATH", "PERL5LIB", "PERLLIB", "RUBYLIB", "NODE_PATH"})
+
+
+def _loaders(st: State, env: dict[str, str | None]) -> None:
+    """What the command's environment (its assignments, and the line's own variables) makes
+    it load: code named there may write anything; a search path runs project code."""
+    for name in sorted(env.keys() & _LOADERS | st.vars.keys() & _LINE_LOADERS):
+        st.result.may_write_anything(f"{name} makes the program load code it names")
+    if env.keys() & _SEARCH_PATHS:
+        st.result.runs_code = True  # a module of the project may shadow one it imports
 
 
 def _call(st: State, name: str) -> None:
