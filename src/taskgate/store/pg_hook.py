@@ -169,6 +169,40 @@ SAME: dict[str, Any] = {}
 _CLOCK_READ = "SELECT seq FROM snapshot_clock WHERE id = 1"
 
 
+def _connect(lib: ctypes.CDLL, url: str, connect_timeout: int) -> int:
+    """An open connection's handle; a server that is full or restarting is waited for up to
+    the hook's bound (store/pg_wait.py), anything else raises HookStoreError at once."""
+    keys = (ctypes.c_char_p * 4)(b"dbname", b"connect_timeout", b"application_name", None)
+    values = (ctypes.c_char_p * 4)(
+        url.encode("utf-8"), str(connect_timeout).encode(), b"taskgate-hook", None
+    )
+
+    def attempt() -> int:
+        handle = lib.PQconnectdbParams(keys, values, 1)  # expand_dbname: the URL's own keys
+        if handle and lib.PQstatus(handle) == _OK:
+            return int(handle)
+        why = lib.PQerrorMessage(handle) if handle else b"out of memory"
+        if handle:
+            lib.PQfinish(handle)
+        first = (why or b"").decode("utf-8", "replace").strip().splitlines()
+        raise HookStoreError(first[0] if first else "connection failed")
+
+    try:
+        return attempt()
+    except HookStoreError as exc:
+        from taskgate.store import pg_wait  # only when the first attempt was refused
+
+        if pg_wait.kind_of(exc) is None:
+            raise
+
+        def where() -> str:
+            from taskgate.store.pg_fault import describe
+
+            return describe(url)
+
+        return pg_wait.connect(attempt, (HookStoreError,), where=where, wait_s=pg_wait.hook_bound())
+
+
 def snapshot(
     url: str, loads: Any, *, clock: int | None = None, connect_timeout: int = 5
 ) -> dict[str, Any] | None:
@@ -177,16 +211,8 @@ def snapshot(
     lib = _load()
     if lib is None:
         return None
-    keys = (ctypes.c_char_p * 4)(b"dbname", b"connect_timeout", b"application_name", None)
-    values = (ctypes.c_char_p * 4)(
-        url.encode("utf-8"), str(connect_timeout).encode(), b"taskgate-hook", None
-    )
-    handle = lib.PQconnectdbParams(keys, values, 1)  # expand_dbname: the URL's own keys
+    handle = _connect(lib, url, connect_timeout)
     try:
-        if not handle or lib.PQstatus(handle) != _OK:
-            why = lib.PQerrorMessage(handle) if handle else b"out of memory"
-            first = (why or b"").decode("utf-8", "replace").strip().splitlines()
-            raise HookStoreError(first[0] if first else "connection failed")
         conn = _Conn(lib, handle)
         if clock is not None:
             try:

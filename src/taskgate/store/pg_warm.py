@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 
-from taskgate.store import pg_hook, pg_schema
+from taskgate.store import pg_hook, pg_schema, pg_wait
 from taskgate.store.pg_tx import QmarkConnection
 
 
@@ -45,19 +45,29 @@ class Warm:
             if self._conn is not None:
                 with suppress(psycopg.Error):
                     self._conn.close()
-            self._conn = psycopg.connect(
-                self.url, autocommit=True, connect_timeout=5, application_name="taskgate-serve"
+            from taskgate.store.pg_fault import describe
+
+            self._conn = pg_wait.connect(  # full or restarting: waited for, a hook's bound
+                lambda: psycopg.connect(
+                    self.url, autocommit=True, connect_timeout=5, application_name="taskgate-serve"
+                ),
+                (psycopg.OperationalError,),
+                where=lambda: describe(self.url),
+                wait_s=pg_wait.hook_bound(),
             )
         return self._conn
 
     def get(self) -> dict[str, Any]:
         """The store's current data (fail closed: StoreUnreachable when it cannot be read)."""
-        from taskgate.store.postgres import unreachable
+        from taskgate.store.pg_fault import unreachable
 
         with self._lock:
+            kept = self._conn is not None and not (self._conn.broken or self._conn.closed)
             try:
                 return self._current()
-            except psycopg.OperationalError:
+            except psycopg.OperationalError as exc:
+                if not kept:  # refused (and waited for) just now: no second wait
+                    raise unreachable(self.url, exc) from None
                 try:  # one reconnect: the server restarted, or killed this backend
                     self._conn = None
                     return self._current()

@@ -36,13 +36,15 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pgerrors
-from psycopg.conninfo import conninfo_to_dict
 
 from taskgate import failpoints
 from taskgate.errors import EnvironmentFault, Locked, SchemaDamaged
 from taskgate.fsutil import atomic_write
-from taskgate.store import pg_hook, pg_schema, select, snapshot
+from taskgate.store import pg_hook, pg_schema, pg_wait, select, snapshot
 from taskgate.store.base import Store, StoreCorrupt, Tx
+from taskgate.store.pg_fault import StoreUnreachable as StoreUnreachable
+from taskgate.store.pg_fault import describe as describe
+from taskgate.store.pg_fault import unreachable as unreachable
 from taskgate.store.pg_tx import TASK_COLUMNS, PgTx, QmarkConnection
 from taskgate.store.records import TaskSnapshot
 
@@ -52,44 +54,6 @@ CLOCK_FILE = select.CLOCK_FILE
 
 # pg_advisory_xact_lock key of the writer lock: "taskgate" in ASCII.
 WRITER_LOCK = 0x7461736B67617465
-
-
-class StoreUnreachable(EnvironmentFault):
-    """PostgreSQL cannot be reached, or the connection broke (exit 6): nothing was changed
-    unless the message says the outcome of a commit is unknown."""
-
-    kind = "store-unreachable"
-
-
-def describe(url: str) -> str:
-    """The database as messages name it: host, port, database and user, never a password."""
-    try:
-        info = conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "a PostgreSQL database (the URL does not parse)"
-    host = info.get("host") or "the default socket"
-    port = f":{info['port']}" if info.get("port") else ""
-    user = f" as {info['user']}" if info.get("user") else ""
-    return f"PostgreSQL database '{info.get('dbname') or '(default)'}' on {host}{port}{user}"
-
-
-def unreachable(url: str, exc: BaseException, *, commit: bool = False) -> StoreUnreachable:
-    """The StoreUnreachable for `exc`: the database named by describe(), no password."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if "password" in first.lower():
-        first = "authentication failed"  # libpq's text can quote the connection string
-    if commit:
-        return StoreUnreachable(
-            f"the connection to {describe(url)} broke while committing ({first}); the step "
-            "either committed completely or not at all",
-            hint="when PostgreSQL is back, run 'taskgate status' to see which, then run the "
-            "command again if it did not happen",
-        )
-    return StoreUnreachable(
-        f"cannot reach {describe(url)}: {first}; nothing was changed",
-        hint="start PostgreSQL or check TASKGATE_DATABASE_URL / [store] url (credentials come "
-        "from the environment, ~/.pgpass or a service file), then run the command again",
-    )
 
 
 class PgStore(Store):
@@ -123,12 +87,17 @@ class PgStore(Store):
             raise StoreCorrupt(f"cannot open the store {describe(url)}: {exc}") from exc
 
     def _connect(self) -> psycopg.Connection[Any]:
-        try:
-            conn = psycopg.connect(
-                self.url,
-                autocommit=True,
-                connect_timeout=self.connect_timeout,
-                application_name="taskgate",
+        try:  # a full or restarting server is waited for (store/pg_wait.py)
+            conn = pg_wait.connect(
+                lambda: psycopg.connect(
+                    self.url,
+                    autocommit=True,
+                    connect_timeout=self.connect_timeout,
+                    application_name="taskgate",
+                ),
+                (psycopg.OperationalError,),
+                where=lambda: describe(self.url),
+                wait_s=pg_wait.bound(self.timeout),
             )
             if self.read_only:  # `taskgate audit`: the server itself refuses any write (R-AUD-12)
                 conn.execute("SET default_transaction_read_only = on")
@@ -138,7 +107,8 @@ class PgStore(Store):
 
     def _live(self) -> psycopg.Connection[Any]:
         """The connection, opened again when the last one broke (a server restart, a killed
-        backend): a long-lived owner carries on once PostgreSQL is back."""
+        backend): a long-lived owner carries on once PostgreSQL is back. A server still
+        starting up (57P03) is waited for like a first connection's (store/pg_wait.py)."""
         if self._conn.broken or self._conn.closed:
             with suppress(psycopg.Error):
                 self._conn.close()
@@ -400,9 +370,16 @@ def read_hook_snapshot(url: str, *, connect_timeout: int = 5) -> dict[str, Any]:
     """store/snapshot.py's data straight from the server (the hook of a PostgreSQL
     workspace); StoreUnreachable when it cannot be read (the hook then denies: fail closed)."""
     try:
-        with psycopg.connect(
-            url, autocommit=True, connect_timeout=connect_timeout, application_name="taskgate-hook"
-        ) as conn:
+        conn = pg_wait.connect(
+            lambda: psycopg.connect(
+                url, autocommit=True, connect_timeout=connect_timeout,
+                application_name="taskgate-hook",
+            ),
+            (psycopg.OperationalError,),
+            where=lambda: describe(url),
+            wait_s=pg_wait.hook_bound(),
+        )  # fmt: skip
+        with conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             return pg_hook.collect(QmarkConnection(conn), json.loads)
     except psycopg.Error as exc:

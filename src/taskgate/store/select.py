@@ -146,7 +146,7 @@ def server_snapshot(repo: str, state_dir: str | None = None) -> Index | None:
     try:
         found = pg_hook.snapshot(url, json.loads, clock=local[0] if local else None)
     except pg_hook.HookStoreError as exc:
-        from taskgate.store.postgres import unreachable
+        from taskgate.store.pg_fault import unreachable  # no psycopg: the hook runs -S
 
         raise unreachable(url, exc) from None
     if found is pg_hook.SAME and local is not None:

@@ -1,0 +1,206 @@
+"""Waiting a bounded time for a PostgreSQL server that is full or restarting (issue 20).
+
+A team's server refuses a connection for a while in two ordinary situations: it is full
+(SQLSTATE 53300 too_many_connections: "sorry, too many clients already", "too many
+connections for role/database", "remaining connection slots are reserved") when many sessions'
+hooks and agents connect at once, and it is starting, in recovery, or shutting down (57P03
+cannot_connect_now) during every restart or failover. Such a refusal is retried with growing,
+jittered pauses until the connection succeeds or the bound passes; stderr says what taskgate
+waits for, for how long at most, and (on success) how long it waited. After a "shutting down"
+answer, a socket where nothing listens is the restart's gap and is waited for too.
+
+Every other failure fails at once, as before: a wrong password (28P01), a missing database
+(3D000) or role, a host where nothing listens (when no shutdown was seen first), a DNS failure,
+a timeout. The bounds (docs/teams.md "Failure modes"):
+
+- a command (and `taskgate serve`'s work outside hooks) waits as long as it waits for another
+  writer's lock: the store's `timeout`, TASKGATE_LOCK_TIMEOUT (60 s);
+- a hook (the command hook's process, `taskgate hook`, serve's hook threads) waits
+  TASKGATE_PG_HOOK_WAIT (5 s, at most 20): Claude Code gives a command hook 30 s, after which
+  the call proceeds as if no hook ran, and an HTTP hook 10 s (then blocks). A PreToolUse hook
+  that still cannot read the store denies guarded calls (fail closed, R-REC-14).
+
+libpq reports a refused login as text only (no SQLSTATE on a connection that never opened),
+so the refusals are recognised by PostgreSQL's English messages (lc_messages C/en, the
+default); a server that sends them translated is not recognised and fails at once, as before.
+
+Only the standard library, imported lazily beyond `os` and `sys`: the hook process imports
+this module on every guarded call.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    T = TypeVar("T")
+
+FULL = "full"  # 53300
+RESTARTING = "restarting"  # 57P03, or nothing listening right after a shutdown was seen
+HOOK_ENV = "TASKGATE_PG_HOOK_WAIT"
+HOOK_DEFAULT_S = 5.0
+HOOK_MAX_S = 20.0  # below Claude Code's 30 s for a command hook, with a connect_timeout to spare
+# Set on the exception a wait gave up on: (kind, seconds waited, bound); postgres.unreachable
+# words its message and hint from it.
+ATTR = "taskgate_waited"
+
+_FULL = (
+    "too many clients already",
+    "too many connections for role",
+    "too many connections for database",
+    "remaining connection slots are reserved",
+)
+_RESTARTING = (
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+    "the database system is not yet accepting connections",
+    "the database system is not accepting connections",
+)
+_NOTHING_LISTENS = ("connection refused", "no such file or directory")
+
+
+def kind_of(exc: BaseException, *, after: str | None = None) -> str | None:
+    """FULL, RESTARTING, or None for a failure that is not retried. `after` is the kind seen
+    earlier in the same wait: after RESTARTING, nothing listening is the restart's gap."""
+    state = getattr(exc, "sqlstate", None)
+    if state == "53300":
+        return FULL
+    if state == "57P03":
+        return RESTARTING
+    text = str(exc).lower()
+    if any(m in text for m in _FULL):
+        return FULL
+    if any(m in text for m in _RESTARTING):
+        return RESTARTING
+    if after == RESTARTING and any(m in text for m in _NOTHING_LISTENS):
+        return RESTARTING
+    return None
+
+
+def in_hook() -> bool:
+    """True in a hook: serve's hook threads (store/select.answer_warm), the command hook's
+    process (hooks/launch.py sets HOOK_PROCESS) or `taskgate hook EVENT` (cli/main.py)."""
+    import _thread
+
+    from taskgate.store import select
+
+    if _thread.get_ident() in select._WARM:
+        return True
+    if getattr(sys.modules.get("__main__"), "HOOK_PROCESS", False) is True:
+        return True
+    return sys.argv[1:2] == ["hook"]
+
+
+def hook_bound() -> float:
+    """How long a hook waits (TASKGATE_PG_HOOK_WAIT seconds, 0..HOOK_MAX_S)."""
+    try:
+        wanted = float(os.environ.get(HOOK_ENV, "") or HOOK_DEFAULT_S)
+    except ValueError:
+        wanted = HOOK_DEFAULT_S
+    return max(0.0, min(wanted, HOOK_MAX_S))
+
+
+def bound(command_s: float) -> float:
+    """The wait for this caller: the hook bound in a hook, else `command_s` (the store's lock
+    timeout, TASKGATE_LOCK_TIMEOUT for commands)."""
+    return hook_bound() if in_hook() else max(0.0, command_s)
+
+
+def connect(
+    attempt: Callable[[], T],
+    errors: tuple[type[BaseException], ...],
+    *,
+    where: Callable[[], str],
+    wait_s: float,
+) -> T:
+    """attempt() until it returns, fails with a failure kind_of() does not retry, or `wait_s`
+    seconds of refusals have passed; the last exception is then raised with ATTR set."""
+    start: float | None = None
+    seen: str | None = None
+    pause = 0.05
+    while True:
+        try:
+            found = attempt()
+        except errors as exc:
+            kind = kind_of(exc, after=seen)
+            if kind is None or wait_s <= 0:
+                raise
+            import time
+
+            now = time.monotonic()
+            if start is None:
+                start = now
+                _say(_announce(where(), kind, exc, wait_s))
+            elif kind != seen and kind == RESTARTING:
+                _say(f"taskgate: {where()} is restarting ({_first(exc)}); still waiting")
+            seen = kind
+            left = start + wait_s - now
+            if left <= 0:
+                setattr(exc, ATTR, (seen, now - start, wait_s))
+                raise
+            import random
+
+            time.sleep(min(left, pause * (0.5 + random.random() / 2)))
+            pause = min(1.0, pause * 2)
+            continue
+        if start is not None:
+            import time
+
+            _say(f"taskgate: connected to {where()} after waiting {time.monotonic() - start:.1f} s")
+        return found
+
+
+def _first(exc: BaseException) -> str:
+    """The server's own words: the last line part after libpq's "...failed: "."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text.rsplit("failed: ", 1)[-1].replace("FATAL:  ", "")
+
+
+def _announce(where: str, kind: str, exc: BaseException, wait_s: float) -> str:
+    knob = f"{HOOK_ENV}, a hook" if in_hook() else "TASKGATE_LOCK_TIMEOUT"
+    what = "is full" if kind == FULL else "is starting up or shutting down"
+    until = "for a free connection" if kind == FULL else "for it to accept connections"
+    return (
+        f"taskgate: {where} {what} ({_first(exc)}); waiting up to {wait_s:g} s {until} "
+        f"({knob}); nothing is changed before it connects"
+    )
+
+
+def _say(line: str) -> None:
+    from contextlib import suppress
+
+    if sys.stderr is None:
+        return
+    with suppress(OSError, ValueError):  # a closed pipe: the wait goes on without the message
+        print(line, file=sys.stderr, flush=True)
+
+
+def gaveup_text(exc: BaseException) -> tuple[str, str] | None:
+    """(what happened, hint) for StoreUnreachable when `exc` ended a wait, else None."""
+    found = getattr(exc, ATTR, None)
+    if not isinstance(found, tuple):
+        return None
+    kind, waited, wait_s = found
+    longer = (
+        f"to wait longer, raise TASKGATE_LOCK_TIMEOUT (commands) or {HOOK_ENV} (hooks, at "
+        f"most {HOOK_MAX_S:g} s)"
+    )
+    if kind == FULL:
+        return (
+            f"it stayed full for the {waited:.1f} s taskgate waited (at most {wait_s:g} s); "
+            "nothing was changed",
+            "free connections (idle sessions: pg_stat_activity) or raise max_connections or "
+            f"the role's / database's CONNECTION LIMIT, then run the command again; {longer}",
+        )
+    return (
+        f"it did not accept connections within the {waited:.1f} s taskgate waited for it to "
+        f"start up or restart (at most {wait_s:g} s); nothing was changed",
+        "check that PostgreSQL comes back (pg_isready, the server's log) and run the command "
+        f"again once it accepts connections; {longer}",
+    )
