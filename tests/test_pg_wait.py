@@ -206,7 +206,10 @@ def test_a_permanent_refusal_fails_at_once(
     began = time.monotonic()
     answer = finish(hook(repo, "s1", repo.path / "x.py", env))
     elapsed = time.monotonic() - began
-    assert decision(answer)[0] == "deny" and "waiting" not in answer.err
+    verdict, reason = decision(answer)
+    assert verdict == "deny" and "waiting" not in answer.err
+    # The installed hook runs `python -S` (no psycopg): the reason still names the database.
+    assert "StoreUnreachable: cannot reach PostgreSQL database" in reason, reason
     assert elapsed < 20 / 4
     assert store_rows(url) == ([], 0)
 
