@@ -479,6 +479,7 @@ MISSED = [
     "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0='touch f.py #' git status",
     "git grep -O'touch f.py #' a", "git clone -q . sub", "git init -q sub",
     "echo 'touch f.py' > /tmp/tg-evil.sh; BASH_ENV=/tmp/tg-evil.sh bash -c true",
+    "echo x > /proc/self/cwd/f.py", "exec 3<.; echo x > /dev/fd/3/f.py",
 ]  # fmt: skip
 
 

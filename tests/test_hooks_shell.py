@@ -599,6 +599,25 @@ def test_library_preloading_and_search_paths() -> None:
         assert a.reads_only and not a.runs_code, line
 
 
+# Paths the kernel resolves for the process that opens them: the analyser's own process would
+# find another place than the command's (each line writes x in the line's directory in bash).
+PER_PROCESS = [
+    "exec 3<.; echo x > /dev/fd/3/x", "echo x > /proc/self/cwd/x", "echo x | tee /proc/self/cwd/x",
+    "cd /proc/self/cwd && echo x > x", "mkdir -p sub; exec 4<sub; echo x > /dev/fd/4/../x",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("line", PER_PROCESS)
+def test_a_path_through_proc_or_a_descriptor_is_unbounded(line: str, tmp_path: Path) -> None:
+    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
+                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    assert (tmp_path / "x").exists(), f"bash does not write x for {line!r}"
+    a = analyse(line, CWD, home="/home/u")
+    assert a.unbounded and not a.reads_only, (line, a.writes, a.unbounded)
+    for plain in ["echo x > /dev/fd/1", "echo x 2>/dev/fd/2", "cat /proc/cpuinfo", "ls /proc/self"]:
+        assert analyse(plain, CWD, home="/home/u").reads_only, plain
+
+
 def test_a_test_builtin_compares_integers_without_evaluating() -> None:
     # `[ "$x" -eq 1 ]` and `test` only parse integers (bash 5.2): no touch, nothing to compare
     a = analyse("x='a[$(touch x)]'; [ \"$x\" -eq 1 ]", CWD, home="/home/u")

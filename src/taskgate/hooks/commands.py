@@ -6,7 +6,15 @@ from __future__ import annotations
 import os
 
 from taskgate.hooks.lexer import Redir, Word
-from taskgate.hooks.shell import MAX_DEPTH, Command, State, merge_cwds, walk, walk_text
+from taskgate.hooks.shell import (
+    MAX_DEPTH,
+    Command,
+    State,
+    merge_cwds,
+    process_relative,
+    walk,
+    walk_text,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -398,6 +406,8 @@ def _cd(st: State, name: str, args: list[Word]) -> None:
         return
     else:
         joined = [os.path.join(c, target.text) for c in st.cwds]
+        if any(process_relative(p) for p in joined):
+            st.result.may_write_anything(f"cd {target.text}: a directory relative to a process")
         new = tuple(
             dict.fromkeys(os.path.realpath(p) if physical else os.path.normpath(p) for p in joined)
         )

@@ -185,12 +185,17 @@ class State:
         if not word.known:
             self.result.unknown(f"a path depends on runtime values: {word.text!r}")
             return []
-        if word.text in _SPECIAL_FILES or word.text.startswith("/dev/fd/"):
+        if word.text in _SPECIAL_FILES or _fd(word.text):
             return []
         found: list[str] = []
         for cwd in self.cwds:
             self.budget.spend(4)
             joined = os.path.join(cwd, word.text)
+            if process_relative(joined):
+                self.result.may_write_anything(
+                    f"{joined}: /proc and /dev/fd paths name what the process that opens them sees"
+                )
+                continue
             found.append(self.physical(joined))
             if word.glob:
                 found.extend(self.physical(p) for p in _glob(joined))
@@ -211,6 +216,22 @@ class State:
     def write_below(self, word: Word) -> None:
         """The command may write anything below the directory `word` names."""
         self.result.dir_writes.update(self.paths(word))
+
+
+def _fd(path: str) -> bool:
+    """/dev/fd/N itself: the descriptor (stdout, a pipe, a file a redirection already named)."""
+    return path.startswith("/dev/fd/") and path[8:].isdigit()
+
+
+def process_relative(path: str) -> bool:
+    """A path the kernel resolves for the process that opens it: /proc/self/cwd/f, /proc/<pid>/,
+    /dev/fd/3/f (a directory descriptor), /dev/stdin/..: this process would resolve another
+    place than the command's (bash writes /dev/fd/3/f into the directory fd 3 holds)."""
+    parts = os.path.normpath(path).split(os.sep)
+    if len(parts) > 2 and parts[1] == "proc":
+        return True
+    return len(parts) > 3 and parts[1] == "dev" and (parts[2] in ("fd", "stdin", "stdout",
+                                                                 "stderr"))  # fmt: skip
 
 
 def _glob(pattern: str) -> list[str]:
