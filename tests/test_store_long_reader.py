@@ -118,3 +118,23 @@ def test_open_connections_read_the_store_whole_across_hook_and_cli_writes(
     audit = repo.run("audit", TASK, "--json").json()
     chain = [c for t in audit["tasks"] for c in t["checks"] if c["id"] == "hash-chain"]
     assert chain and all(c["passed"] for c in chain), chain
+
+
+@pytest.mark.parametrize("name", ["state.db", "a%20b?c#d.db", "sp ace%.db"])
+def test_a_store_opened_read_write_is_never_created(tmp_path: Path, name: str) -> None:
+    """store/dbfile.uri with mode=rw (SqliteStore, `todo`'s fast path): an existing file is
+    opened, whatever its name holds; a missing one is an error, never a new empty store (the
+    moment `recover --rebuild` has moved the old one aside)."""
+    from taskgate.store.dbfile import uri
+
+    path = tmp_path / name
+    with pytest.raises(sqlite3.OperationalError):
+        sqlite3.connect(uri(path, "rw"), uri=True).execute("SELECT 1")
+    assert not path.exists() and not list(tmp_path.iterdir())
+    with contextlib.closing(sqlite3.connect(path)) as made:
+        made.execute("CREATE TABLE t (x)")
+        made.execute("INSERT INTO t VALUES (42)")
+        made.commit()
+    with contextlib.closing(sqlite3.connect(uri(path, "rw"), uri=True)) as opened:
+        assert opened.execute("SELECT x FROM t").fetchone() == (42,)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]

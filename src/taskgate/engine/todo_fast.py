@@ -139,13 +139,15 @@ def _main_worktree(cwd: str) -> str:
 
 def _connect(state_dir: str) -> sqlite3.Connection:
     """The store as SqliteStore opens it, its migrations checked instead of applied."""
+    from taskgate.store.dbfile import uri
     from taskgate.store.schema import MIGRATIONS
 
     db = os.path.join(state_dir, "state.db")
     if not os.stat(db).st_size:  # workspace.store_problem: an empty store is lost
         raise _Unsure
     timeout = float(os.environ.get("TASKGATE_LOCK_TIMEOUT", "60"))
-    conn = sqlite3.connect(db, timeout=timeout, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(uri(db, "rw"), uri=True, timeout=timeout, isolation_level=None,
+                           check_same_thread=False)  # fmt: skip
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")

@@ -19,6 +19,7 @@ from taskgate.fsutil import atomic_write
 from taskgate.json_lite import loads
 from taskgate.store import dbswap, snapshot, snapshot_clock, snapshot_splice
 from taskgate.store.base import Store, StoreCorrupt, Tx
+from taskgate.store.dbfile import uri
 from taskgate.store.schema import MIGRATIONS
 from taskgate.store.sqlite_tx import _TASK_COLUMNS
 from taskgate.store.sqlite_tx import SqliteTx as SqliteTx  # re-exported: its old home
@@ -44,15 +45,6 @@ def _replaced_again(path: Path) -> Locked:
         "('taskgate recover --rebuild' running again and again)",
         hint="wait for the rebuilds to finish, then run the command again; nothing was written",
     )
-
-
-def _uri(path: Path, mode: str) -> str:
-    """SQLite's `file:` URI of `path` opened with `mode` (Path.as_uri imports urllib.parse,
-    re and enum: 3 ms of every command, issue 18; SQLite decodes %HH and stops at ? and #)."""
-    import os
-
-    text = os.path.abspath(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-    return f"file:{text}?mode={mode}"
 
 
 def _raise_fault(exc: sqlite3.DatabaseError, path: Path) -> None:
@@ -103,7 +95,7 @@ class SqliteStore(Store):
             mode = "ro" if self.read_only else "rw" if ident else ""
             try:
                 self._conn = sqlite3.connect(
-                    _uri(path, mode) if mode else str(path),
+                    uri(path, mode) if mode else str(path),
                     uri=bool(mode),
                     timeout=self.timeout,
                     isolation_level=None,
