@@ -307,3 +307,32 @@ def test_the_refusals_are_classified_from_the_servers_words() -> None:
     assert pg_wait.kind_of(gone, after=pg_wait.RESTARTING) == pg_wait.RESTARTING  # a restart
     dns = RuntimeError('could not translate host name "db.example" to address')
     assert pg_wait.kind_of(dns, after=pg_wait.RESTARTING) is None
+
+
+# -- the installed hook (python -S) on a PostgreSQL workspace -----------------------------------
+
+
+def test_the_installed_hooks_that_write_reach_a_postgresql_store(
+    pg: pgserver.PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hooks/launch.py runs `python -S`, which leaves psycopg (site-packages) off the path; the
+    events that write through the engine failed with 'psycopg is not installed' (R-REC-14)."""
+    url = pg.fresh_database()
+    monkeypatch.setenv("TASKGATE_DATABASE_URL", url)
+    repo = make_repo(tmp_path / "repo")
+    repo.ok("start", TASK)
+    _, before = store_rows(url)
+    full = {k: v for k, v in os.environ.items() if k != "TASKGATE_SESSION"}
+    for event, extra, said in [
+        ("SessionStart", {"source": "startup"}, f"RESUMING TASK: {TASK}"),
+        ("UserPromptSubmit", {"prompt": "status please"}, "Status requested"),
+    ]:
+        done = subprocess.run(["/bin/sh", "-c", hook_command(default_program(), event)],
+                              cwd=repo.path, env=full, capture_output=True, text=True,
+                              input=json.dumps({"hook_event_name": event, "session_id": "s1",
+                                                "cwd": str(repo.path), **extra}),
+                              timeout=120)  # fmt: skip
+        assert done.returncode == 0 and "psycopg" not in done.stdout + done.stderr, done
+        assert said in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    _, after = store_rows(url)
+    assert after > before  # the prompt was recorded in the team's store

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the hook process imports this module: nothing else at impor
 
     from taskgate.engine.workspace import Workspace
     from taskgate.store.base import Store
+    from taskgate.store.postgres import PgStore
     from taskgate.store.snapshot import Index
 
 ENV_VAR = "TASKGATE_DATABASE_URL"
@@ -100,18 +101,41 @@ def open_store(ws: Workspace, *, timeout: float, read_only: bool = False) -> Sto
         return SqliteStore(ws.db_path, timeout=timeout, read_only=read_only)
     from pathlib import Path
 
-    from taskgate.errors import UsageError
+    store_class = _pg_store()
+    ws.state_dir.mkdir(parents=True, exist_ok=True)  # this machine's hook snapshot lives here
+    return store_class(url, Path(ws.state_dir), timeout=timeout, read_only=read_only)
+
+
+def _pg_store() -> type[PgStore]:
+    """store/postgres.py's PgStore; UsageError when psycopg is not installed. The installed
+    hook runs `python -S` (hooks/launch.py), which leaves site-packages, and psycopg with it,
+    off the path: its events that write (SessionStart, UserPromptSubmit, PostToolUse, Stop)
+    add them here, on a PostgreSQL workspace only (the SQLite path never gets here)."""
+    import sys
 
     try:
         from taskgate.store.postgres import PgStore
     except ImportError as exc:
-        raise UsageError(
-            f"this workspace uses PostgreSQL ({ENV_VAR} or [store] url) but psycopg is not "
-            f"installed ({exc})",
-            hint="pip install 'taskgate[postgres]' (psycopg 3) on this machine",
-        ) from None
-    ws.state_dir.mkdir(parents=True, exist_ok=True)  # this machine's hook snapshot lives here
-    return PgStore(url, Path(ws.state_dir), timeout=timeout, read_only=read_only)
+        missing = exc
+    else:
+        return PgStore
+    if sys.flags.no_site:
+        import site
+
+        site.main()
+        try:
+            from taskgate.store.postgres import PgStore
+        except ImportError as exc:
+            missing = exc
+        else:
+            return PgStore
+    from taskgate.errors import UsageError
+
+    raise UsageError(
+        f"this workspace uses PostgreSQL ({ENV_VAR} or [store] url) but psycopg is not "
+        f"installed ({missing})",
+        hint="pip install 'taskgate[postgres]' (psycopg 3) on this machine",
+    ) from None
 
 
 def server_snapshot(repo: str, state_dir: str | None = None) -> Index | None:
