@@ -935,3 +935,14 @@ def test_fast_discovery_agrees_with_the_git_layer(shared: Repo, tmp_path: Path) 
         paths = git_discover(start)
         assert discover(str(start)) == (str(paths.common_dir), str(paths.main_worktree))
     assert discover(str(tmp_path)) is None
+
+
+def test_a_write_through_proc_or_a_descriptor_is_denied(shared: Repo) -> None:
+    """/proc/self/cwd/f and /dev/fd/N/f name what the process that opens them sees: the hook's
+    process is not Claude Code's, so taskgate cannot tell which file the tool would write."""
+    worktree = shared.worktree(TASK)
+    for path in (f"/proc/self/cwd/{worktree.relative_to(shared.path)}/README.md",
+                 "/dev/fd/3/README.md", "/proc/1/root/tmp/x"):  # fmt: skip
+        verdict, reason = write(shared, path)
+        assert verdict == "deny" and reason.startswith("[R-REC-14]"), (path, reason)
+    assert write(shared, "/tmp/taskgate-outside-ok.txt")[0] == "allow"

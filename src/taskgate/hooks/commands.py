@@ -6,15 +6,8 @@ from __future__ import annotations
 import os
 
 from taskgate.hooks.lexer import Redir, Word
-from taskgate.hooks.shell import (
-    MAX_DEPTH,
-    Command,
-    State,
-    merge_cwds,
-    process_relative,
-    walk,
-    walk_text,
-)
+from taskgate.hooks.policy import process_relative
+from taskgate.hooks.shell import MAX_DEPTH, Command, State, merge_cwds, walk, walk_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

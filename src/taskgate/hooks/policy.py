@@ -163,8 +163,25 @@ def _store_rule(path: str) -> str:
 # -- writes ----------------------------------------------------------------------------------
 
 
+def process_relative(path: str) -> bool:
+    """A path the kernel resolves for the process that opens it: /proc/self/cwd/f, /proc/<pid>/,
+    /dev/fd/3/f (a directory descriptor), /dev/stdin/..: this process would resolve another
+    place than the command's (bash writes /dev/fd/3/f into the directory fd 3 holds)."""
+    parts = os.path.normpath(path).split(os.sep)
+    if len(parts) > 2 and parts[1] == "proc":
+        return True
+    return len(parts) > 3 and parts[1] == "dev" and (parts[2] in ("fd", "stdin", "stdout",
+                                                                 "stderr"))  # fmt: skip
+
+
 def check_write(path: str, layout: Layout, actor: Actor) -> Verdict:
     """May the actor write `path` (absolute)? Symlinks are followed before judging."""
+    if process_relative(path):
+        return deny(
+            "R-REC-14",
+            f"{path} is resolved by the process that opens it (/proc, /dev/fd): taskgate "
+            "cannot tell which file it names; write the file by its own path",
+        )
     real = os.path.realpath(path)
     for candidate in dict.fromkeys((path, real)):
         verdict = _check_place(candidate, layout, actor)

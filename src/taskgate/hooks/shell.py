@@ -191,7 +191,7 @@ class State:
         for cwd in self.cwds:
             self.budget.spend(4)
             joined = os.path.join(cwd, word.text)
-            if process_relative(joined):
+            if _process_relative(joined):
                 self.result.may_write_anything(
                     f"{joined}: /proc and /dev/fd paths name what the process that opens them sees"
                 )
@@ -218,20 +218,17 @@ class State:
         self.result.dir_writes.update(self.paths(word))
 
 
+def _process_relative(path: str) -> bool:
+    """policy.process_relative, loaded with the first write's path (PostToolUse analyses a
+    Bash line without the policy module)."""
+    from taskgate.hooks.policy import process_relative
+
+    return process_relative(path)
+
+
 def _fd(path: str) -> bool:
     """/dev/fd/N itself: the descriptor (stdout, a pipe, a file a redirection already named)."""
     return path.startswith("/dev/fd/") and path[8:].isdigit()
-
-
-def process_relative(path: str) -> bool:
-    """A path the kernel resolves for the process that opens it: /proc/self/cwd/f, /proc/<pid>/,
-    /dev/fd/3/f (a directory descriptor), /dev/stdin/..: this process would resolve another
-    place than the command's (bash writes /dev/fd/3/f into the directory fd 3 holds)."""
-    parts = os.path.normpath(path).split(os.sep)
-    if len(parts) > 2 and parts[1] == "proc":
-        return True
-    return len(parts) > 3 and parts[1] == "dev" and (parts[2] in ("fd", "stdin", "stdout",
-                                                                 "stderr"))  # fmt: skip
 
 
 def _glob(pattern: str) -> list[str]:
