@@ -480,6 +480,7 @@ MISSED = [
     "git grep -O'touch f.py #' a", "git clone -q . sub", "git init -q sub",
     "echo 'touch f.py' > /tmp/tg-evil.sh; BASH_ENV=/tmp/tg-evil.sh bash -c true",
     "echo x > /proc/self/cwd/f.py", "exec 3<.; echo x > /dev/fd/3/f.py",
+    "cat <<< $(touch f.py)", "source /dev/stdin <<< 'touch f.py'",
 ]  # fmt: skip
 
 

@@ -618,6 +618,26 @@ def test_a_path_through_proc_or_a_descriptor_is_unbounded(line: str, tmp_path: P
         assert analyse(plain, CWD, home="/home/u").reads_only, plain
 
 
+# The words of input redirections are expanded too, a here-string is no here-document, stdin can
+# be sourced, and `hash -p` renames a program (each line writes x in bash, checked).
+INPUTS = [
+    "cat <<< $(touch x)", "cat <<< \"$(touch x)\"", "cat <<< `touch x`",
+    "cat < $(touch x; echo /dev/null)", "source /dev/stdin <<< 'touch x'",
+    ". /dev/stdin <<< 'touch x'", "hash -p /usr/bin/touch ls; ls x",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("line", INPUTS)
+def test_what_feeds_a_command_is_judged_too(line: str, tmp_path: Path) -> None:
+    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
+                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    assert (tmp_path / "x").exists(), f"bash does not write x for {line!r}"
+    a = analyse(line, CWD, home="/home/u")
+    assert not a.reads_only, (line, a.writes, a.unbounded)
+    for plain in ["cat <<< hello", "cat < README.md", "grep -c a <<< 'a b'", "hash -r"]:
+        assert analyse(plain, CWD, home="/home/u").reads_only, plain
+
+
 def test_a_test_builtin_compares_integers_without_evaluating() -> None:
     # `[ "$x" -eq 1 ]` and `test` only parse integers (bash 5.2): no touch, nothing to compare
     a = analyse("x='a[$(touch x)]'; [ \"$x\" -eq 1 ]", CWD, home="/home/u")

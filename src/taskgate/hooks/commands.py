@@ -98,6 +98,9 @@ def split_assignment(text: str) -> tuple[str, str | None, str] | None:
 def redirect(redir: Redir, st: State) -> None:
     """A redirection: `>`-family writes its target; here-documents may feed code to stdin."""
     op = redir.op
+    if op.endswith("<<<"):  # before `<<`, which it ends with: its word is expanded ($(...) runs)
+        st.stdin_code = st.expander.expand(redir.target).text
+        return
     if op.endswith(("<<", "<<-")):
         body = redir.body or ""
         quoted = any(q in redir.target for q in "'\"\\")
@@ -105,10 +108,8 @@ def redirect(redir: Redir, st: State) -> None:
             st.expander.expand('"' + body.replace('"', '\\"') + '"')  # $(...) in the body runs
         st.stdin_code = body
         return
-    if op.endswith("<<<"):
-        st.stdin_code = st.expander.expand(redir.target).text
-        return
     if ">" not in op:
+        st.expand(redir.target)  # an input's name is expanded too: `< $(touch f)` runs touch
         return
     for target in st.expand(redir.target):
         if target.known and op.endswith("&") and (target.text.isdigit() or target.text == "-"):
@@ -203,6 +204,9 @@ def _loaders(st: State, env: dict[str, str | None]) -> None:
         st.result.runs_code = True  # a module of the project may shadow one it imports
 
 
+_STDIN_FILES = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
+
+
 def _call(st: State, name: str) -> None:
     if st.depth > MAX_DEPTH:
         st.result.unknown(f"function {name} recurses deeper than {MAX_DEPTH} levels")
@@ -236,8 +240,15 @@ def _builtin(st: State, name: str, args: list[Word], env: dict[str, str | None])
         _evaluating(st, name, args)
         return True
     elif name in ("source", "."):
-        if args:
+        if args and args[0].known and args[0].text in _STDIN_FILES:
+            if st.stdin_code:  # `source /dev/stdin <<< '...'`: the here-document is the script
+                walk_text(st.stdin_code, st)
+            else:
+                st.result.may_write_anything(f"{name} {args[0].text}: code read from stdin")
+        elif args:
             script(st, args[0], True, args[1:], sourced=True)
+    elif name == "hash" and any(w.text.startswith("-") and "p" in w.text for w in args):
+        st.result.may_write_anything("hash -p makes a name run another program")
     elif name == "eval":
         code = " ".join(w.text for w in args)
         if not all(w.known for w in args):
