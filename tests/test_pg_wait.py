@@ -24,7 +24,7 @@ import pytest
 import pgserver
 from conftest import SRC, Repo, Run, make_repo
 from taskgate.hooks.install import default_program, hook_command
-from taskgate.store import pg_wait
+from taskgate.store import pg_wait, pg_warm
 from taskgate.store.postgres import PgStore, StoreUnreachable
 
 TASK = "add-login"
@@ -179,6 +179,40 @@ def test_a_server_that_stays_full_fails_after_the_bound_with_exit_6_and_nothing_
     assert store_rows(admin) == before
 
 
+def test_serves_hook_data_waits_once_for_a_full_server(
+    pg: pgserver.PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`taskgate serve`'s PreToolUse data (store/pg_warm.py) waits a hook's bound, once: a
+    second wait would outlast the HTTP hook's 10 s."""
+    url, _ = limited_database(pg)
+    PgStore(url, tmp_path).close()  # the schema, the clock
+    monkeypatch.setenv(pg_wait.HOOK_ENV, "2")
+    said: list[str] = []
+    free_when_waiting: list[list[psycopg.Connection[Any]]] = []
+
+    def say(line: str) -> None:
+        said.append(line)
+        if "waiting up to" in line:
+            for held in free_when_waiting:
+                release(held)
+
+    monkeypatch.setattr(pg_wait, "_say", say)
+    warm = pg_warm.Warm(url)
+    held = hold(url)
+    try:
+        began = time.monotonic()
+        with pytest.raises(StoreUnreachable, match="it stayed full"):
+            warm.get()
+        assert time.monotonic() - began >= 2  # it waited the bound
+        assert len([line for line in said if "waiting up to 2 s" in line]) == 1  # once
+        free_when_waiting.append(held)  # this time the connections come free while it waits
+        assert warm.get()["tasks"] == []
+        assert "after waiting" in said[-1]
+    finally:
+        release(held)
+        warm.close()
+
+
 # -- permanent refusals: never waited for ------------------------------------------------------
 
 
@@ -229,7 +263,7 @@ def _until_refused(url: str, text: str) -> None:
         time.sleep(0.05)
 
 
-def test_a_restarting_server_is_waited_for_by_a_command_and_a_long_lived_store(
+def test_a_restarting_server_is_waited_for_by_a_command_a_hook_and_a_long_lived_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server = pgserver.start_server()  # its own cluster: this test stops and restarts it
@@ -245,6 +279,11 @@ def test_a_restarting_server_is_waited_for_by_a_command_and_a_long_lived_store(
         proc = cli(repo, "start", TASK, env={"TASKGATE_LOCK_TIMEOUT": "120"})
         first = waiting_line(proc)
         assert "is starting up or shutting down (the database system is shutting down)" in first
+        # The installed hook program waits for the restart too (its bound: a hook's).
+        target = repo.path / "src" / "login.py"
+        guard = hook(repo, "s1", target, {pg_wait.HOOK_ENV: "20"})
+        guard_first = waiting_line(guard)
+        assert "the database system is shutting down" in guard_first and "20 s" in guard_first
         # The long-lived store's connection breaks; its reconnect waits the same way.
         said: list[str] = []
         waits = threading.Event()
@@ -272,6 +311,9 @@ def test_a_restarting_server_is_waited_for_by_a_command_and_a_long_lived_store(
         server.start()
         done = finish(proc, first)
         thread.join(timeout=180)
+        answered = finish(guard, guard_first)
+        reason = decision(answered)[1]
+        assert "after waiting" in answered.err and "R-REC-14" not in reason, answered
         assert done.code == 0, done.err
         assert "after waiting" in done.err
         assert outcome == [None] and "after waiting" in said[-1], (outcome, said)
