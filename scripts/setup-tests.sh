@@ -19,7 +19,7 @@ CODEX_VERSION=0.169.0
 say() { printf 'setup-tests: %s\n' "$*" >&2; }
 
 # -- system packages ----------------------------------------------------------------------------
-packages=(git bubblewrap socat chromium chromium-driver tmux postgresql)
+packages=(git bubblewrap socat chromium chromium-driver tmux postgresql ripgrep)
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 missing=()

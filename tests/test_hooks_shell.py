@@ -638,6 +638,31 @@ def test_what_feeds_a_command_is_judged_too(line: str, tmp_path: Path) -> None:
         assert analyse(plain, CWD, home="/home/u").reads_only, plain
 
 
+@pytest.mark.parametrize("line", ["rg --pre ./pre.sh pat", "rg --pre=./pre.sh pat ."])
+def test_a_search_that_runs_a_preprocessor_is_unbounded(line: str, tmp_path: Path) -> None:
+    (tmp_path / "pre.sh").write_text('#!/bin/sh\ntouch x\ncat "$1"\n')
+    (tmp_path / "pre.sh").chmod(0o755)
+    (tmp_path / "notes.txt").write_text("pat\n")
+    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
+                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    assert (tmp_path / "x").exists(), f"rg ran no preprocessor for {line!r}"
+    assert analyse(line, CWD, home="/home/u").unbounded, line
+
+
+def test_read_list_programs_with_options_that_write_or_change_the_system() -> None:
+    # each option as the program's manual describes it: a log file, a compiled magic file,
+    # the clock, the host's name, the kernel's ring buffer, the journal's files
+    for line in ["less -o x a", "less -Ro x a", "file -C -m magic", "date -s now",
+                 "date --set=now", "hostname evil", "dmesg -c", "dmesg --clear",
+                 "journalctl --vacuum-size=1M", "journalctl --rotate",
+                 "dc -e '!touch x'"]:  # fmt: skip
+        assert not analyse(line, CWD, home="/home/u").reads_only, line
+    for line in ["rg -n pat src", "less -R a", "file a", "date +%Y", "date -Iseconds",
+                 "hostname -I", "dmesg -T", "journalctl -u x --since today"]:  # fmt: skip
+        a = analyse(line, CWD, home="/home/u")
+        assert a.reads_only and not a.runs_code, line
+
+
 def test_a_test_builtin_compares_integers_without_evaluating() -> None:
     # `[ "$x" -eq 1 ]` and `test` only parse integers (bash 5.2): no touch, nothing to compare
     a = analyse("x='a[$(touch x)]'; [ \"$x\" -eq 1 ]", CWD, home="/home/u")

@@ -24,7 +24,7 @@ fgrep rg ag ack diff diff3 cmp comm cut tr nl od hexdump strings file stat du df
 whoami id groups uname arch date printenv basename dirname realpath readlink sleep seq yes jq
 yq column fold fmt paste join expand unexpand rev sha1sum sha224sum sha256sum sha384sum
 sha512sum md5sum cksum b2sum sum base64 base32 ps pgrep pstree free uptime hostname bat batcat
-exa eza lsof nproc getconf locale tty stty numfmt factor expr bc dc cal look zcat zgrep zless
+exa eza lsof nproc getconf locale tty stty numfmt factor expr bc cal look zcat zgrep zless
 bzcat xzcat lz4cat zstdcat gzcat type shellcheck hadolint actionlint yamllint markdownlint
 taplo hexyl glow delta difft colordiff wdiff pytest py.test mypy pyright pyflakes flake8
 pylint pycodestyle pydocstyle bandit vulture radon xenon jest vitest mocha ava karma tap
@@ -123,6 +123,42 @@ _INTERPRETERS = frozenset(
 )
 
 
+# Programs on the read list with options that run a program or write a file, or change the
+# system (each checked against the program's manual): judged unbounded when one is given.
+_RISKY: dict[str, tuple[str, ...]] = {
+    "rg": ("--pre", "--hostname-bin"),  # a preprocessor run on every file searched
+    "less": ("-o", "-O", "--log-file", "--LOG-FILE"),
+    "file": ("-C", "--compile"),  # writes the compiled magic file
+    "date": ("-s", "--set"),
+    "hostname": ("-F", "--file", "-b", "--boot"),
+    "dmesg": ("-c", "-C", "--clear", "--read-clear", "-n", "--console-level", "-D", "-E"),
+    "journalctl": ("--vacuum-size", "--vacuum-time", "--vacuum-files", "--rotate", "--flush",
+                   "--sync", "--relinquish-var", "--setup-keys", "--update-catalog"),
+}  # fmt: skip
+
+
+def _risky(args: list[Word], options: tuple[str, ...]) -> bool:
+    """One of `options` among `args`: a long one alone or with `=value`, a short one alone,
+    with its value joined, or in a short cluster of flags (`-Ro`); `hostname NAME` sets the
+    host's name."""
+    for w in args:
+        text = w.text
+        if not w.known:
+            continue  # judge() compares after the line instead
+        for option in options:
+            if option.startswith("--"):
+                if text == option or text.startswith(option + "="):
+                    return True
+            elif (
+                text.startswith(option)
+                or (  # `-o x`, `-ox`, or a short cluster `-Ro`
+                    len(text) <= 4 and text[0] == "-" and text[1:].isalpha() and option[1] in text
+                )
+            ):
+                return True
+    return options[0] == "-F" and any(not w.text.startswith("-") for w in args)  # hostname NAME
+
+
 def known(name: str) -> bool:
     """Whether `name` is judged by its name (so a path to it is never read as a script)."""
     base = name.rstrip("0123456789.") or name
@@ -157,6 +193,12 @@ def judge(st: State, name: str, args: list[Word], env: dict[str, str | None]) ->
     if name.startswith("python") or name.startswith("pypy"):
         base = "python"
     if name in READ_ONLY:
+        risky = _RISKY.get(name)
+        if risky is not None and _risky(args, risky):
+            st.result.may_write_anything(f"{name} with {' or '.join(risky)} runs or writes")
+            return
+        if risky is not None and not all(w.known for w in args):
+            st.result.runs_code = True  # a word known only at run time may be such an option
         if name in RUNS_CODE:
             st.result.runs_code = True  # a test runner or linter: project code, compared after
         return
