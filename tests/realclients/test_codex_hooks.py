@@ -272,6 +272,34 @@ def test_a_patch_is_judged_as_a_write_per_file() -> None:
     assert translate({**data, "tool_name": "Bash"}) is None  # as it is
 
 
+def test_a_patch_header_with_padding_is_read_as_codex_reads_it() -> None:
+    """Codex trims a hunk's first line before matching its marker and splits lines at "\\n"
+    only: padded headers, CRLF lines and lenient heredoc wrappers name their files too."""
+    patch = ("<<'EOF'\n*** Begin Patch\r\n*** Add File: a.py\r\n+x\r\n   *** Add File: b.py\n+y\n"
+             "\t*** Delete File: c.py \n*** Update File: d.py\n*** Move to: e.py\n@@\n-x\n+y\n"
+             "*** End Patch\nEOF\n")  # fmt: skip
+    data = {"session_id": "s", "cwd": "/r", "tool_name": "apply_patch",
+            "tool_input": {"command": patch}}  # fmt: skip
+    paths = [c["tool_input"]["file_path"] for c in translate(data) or []]
+    assert paths == ["a.py", "b.py", "c.py", "d.py", "e.py"]
+
+
+def test_a_padded_header_in_a_real_patch_is_judged(
+    codex: Codex, guarded: Repo, tmp_path: Path
+) -> None:
+    """The real Codex applies a hunk whose header is indented; taskgate sees its file: the
+    patch adding a file outside the repository and, indented, one in the store is blocked."""
+    outside = tmp_path / "outside.txt"
+    patch = (f"*** Begin Patch\n*** Add File: {outside}\n+ok\n"
+             "  *** Add File: .taskgate/forged.txt\n+x\n*** End Patch\n")  # fmt: skip
+    run = codex.exec(guarded.path, custom_tool_call("apply_patch", patch))
+    assert run.code == 0, run.err
+    [answer] = codex.mock.all_outputs()
+    assert answer.startswith("Command blocked by PreToolUse hook: [R-"), answer
+    assert not (guarded.path / ".taskgate" / "forged.txt").exists()
+    assert not outside.exists()
+
+
 def test_uninstall_leaves_foreign_hooks(codex: Codex, guarded: Repo) -> None:
     path = codex.home / ".codex" / "hooks.json"
     data = json.loads(path.read_text())

@@ -70,16 +70,24 @@ _HEADERS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Mov
 
 
 def patch_paths(patch: str) -> list[str]:
-    """The files a Codex patch writes, in order, without repeats ([] when it is no patch)."""
+    """The files a Codex patch writes, in order, without repeats ([] when it is no patch).
+
+    Read as Codex's parser reads them (codex-rs/apply-patch/src/parser.rs): lines split at
+    "\n" with a trailing "\r" dropped (Rust's `str::lines`), and a hunk's header trimmed
+    before its marker is matched, so `  *** Add File: x` is a header (it used to be missed:
+    the file was written unjudged). Every line is tried raw and trimmed, a superset of what
+    Codex accepts (Python's whitespace includes Rust's)."""
     if BEGIN not in patch:
         return []
     paths: list[str] = []
-    for line in patch.splitlines():
-        for header in _HEADERS:
-            if line.startswith(header):
-                path = line[len(header) :].strip()
-                if path and path not in paths:
-                    paths.append(path)
+    for raw in patch.split("\n"):
+        raw = raw.removesuffix("\r")
+        for line in dict.fromkeys((raw, raw.strip())):
+            for header in _HEADERS:
+                if line.startswith(header):
+                    path = line[len(header) :].strip()
+                    if path and path not in paths:
+                        paths.append(path)
     return paths
 
 
