@@ -946,3 +946,20 @@ def test_a_write_through_proc_or_a_descriptor_is_denied(shared: Repo) -> None:
         verdict, reason = write(shared, path)
         assert verdict == "deny" and reason.startswith("[R-REC-14]"), (path, reason)
     assert write(shared, "/tmp/taskgate-outside-ok.txt")[0] == "allow"
+
+
+def test_a_tool_that_saves_into_a_directory_is_judged_by_it(shared: Repo) -> None:
+    """Claude Code's Artifact tool saves an asset into `out_dir` (sdk-tools.d.ts, 2.1.332):
+    into the store it is denied like a Write there; elsewhere it is allowed."""
+
+    def artifact(**tool_input: object) -> tuple[str, str]:
+        data = fixture("pre_tool_use_write", shared, tool_name="Artifact")
+        data["tool_input"] = {"action": "read_asset", "url": "https://x", **tool_input}
+        return decision(hook(shared, data))
+
+    store = str(shared.path / ".taskgate")
+    for key, value in (("out_dir", store), ("output_dir", store), ("local_path", store),
+                       ("file_paths", [store])):  # fmt: skip
+        verdict, reason = artifact(**{key: value})
+        assert verdict == "deny" and reason.startswith("[R-"), (key, reason)
+    assert artifact(out_dir="/tmp") == ("allow", "")

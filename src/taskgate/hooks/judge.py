@@ -68,6 +68,21 @@ PATH_KEYS = (
     "cwd",
     "working_directory",
     "folder",
+    # Claude Code 2.1.332's Artifact tool saves an asset into `out_dir` (sdk-tools.d.ts); its
+    # Projects tool reads `local_path`; and the spellings MCP servers use for where they write.
+    "out_dir",
+    "output_dir",
+    "outdir",
+    "output_file",
+    "out_file",
+    "local_path",
+    "file_paths",
+    "save_path",
+    "download_path",
+    "dest_path",
+    "destination_path",
+    "target_path",
+    "target_dir",
 )
 
 
