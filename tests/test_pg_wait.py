@@ -174,9 +174,39 @@ def test_a_server_that_stays_full_fails_after_the_bound_with_exit_6_and_nothing_
         assert verdict == "deny" and "it stayed full" in reason and "R-REC-14" in reason
         assert "waiting up to 1 s" in answer.err
         assert not target.exists()
+
+        # A hook that writes through the engine waits a hook's bound, not the command's:
+        # the installed program, and `taskgate hook EVENT`.
+        env = {pg_wait.HOOK_ENV: "1", "TASKGATE_LOCK_TIMEOUT": "100"}
+        prompt = json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": "s1",
+                             "cwd": str(repo.path), "prompt": "status please"})  # fmt: skip
+        installed = subprocess.run(
+            ["/bin/sh", "-c", hook_command(default_program(), "UserPromptSubmit")],
+            cwd=repo.path, env={**os.environ, **env}, input=prompt, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+        via_cli = repo.run("hook", "UserPromptSubmit", env=env, stdin=prompt, session=None)
+        for err in (installed.stderr, via_cli.err):
+            assert "waiting up to 1 s" in err and "it stayed full" in err, err
     finally:
         release(held)
     assert store_rows(admin) == before
+
+
+def test_migrate_waits_for_a_full_server_too(
+    pg: pgserver.PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, _ = limited_database(pg)
+    monkeypatch.setenv("TASKGATE_DATABASE_URL", url)
+    repo = make_repo(tmp_path / "repo")
+    held = hold(url)
+    proc = cli(repo, "migrate", "--json", env={"TASKGATE_LOCK_TIMEOUT": "120"}, session="")
+    first = waiting_line(proc)
+    assert "is full" in first and "up to 120 s" in first
+    release(held)
+    done = finish(proc, first)
+    assert done.code == 0, done.err
+    assert json.loads(done.out)["store"] == "postgresql" and "after waiting" in done.err
 
 
 def test_serves_hook_data_waits_once_for_a_full_server(

@@ -113,10 +113,17 @@ def pg_applied(url: str) -> list[str]:
     import psycopg
     from psycopg import errors as pgerrors
 
-    from taskgate.store.postgres import unreachable
+    from taskgate.store import pg_wait
+    from taskgate.store.postgres import describe, unreachable
 
     try:
-        with psycopg.connect(url, connect_timeout=10, application_name="taskgate") as conn:
+        conn = pg_wait.connect(  # a full or restarting server: waited for, as PgStore does
+            lambda: psycopg.connect(url, connect_timeout=10, application_name="taskgate"),
+            (psycopg.OperationalError,),
+            where=lambda: describe(url),
+            wait_s=pg_wait.bound(pg_wait.lock_timeout()),
+        )
+        with conn:
             try:
                 rows = conn.execute("SELECT name FROM migrations ORDER BY name").fetchall()
             except pgerrors.UndefinedTable:

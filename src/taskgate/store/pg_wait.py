@@ -106,6 +106,14 @@ def hook_bound() -> float:
     return max(0.0, min(wanted, HOOK_MAX_S))
 
 
+def lock_timeout() -> float:
+    """A command's store wait, TASKGATE_LOCK_TIMEOUT seconds (engine/core.py reads it too)."""
+    try:
+        return float(os.environ.get("TASKGATE_LOCK_TIMEOUT", "") or 60.0)
+    except ValueError:
+        return 60.0
+
+
 def bound(command_s: float) -> float:
     """The wait for this caller: the hook bound in a hook, else `command_s` (the store's lock
     timeout, TASKGATE_LOCK_TIMEOUT for commands)."""
