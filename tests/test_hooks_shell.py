@@ -302,6 +302,18 @@ def test_the_budget_stops_fan_out_and_megabyte_lines() -> None:
     assert not analyse("cd /tmp; cd /; cd /tmp; touch f", CWD).budget
 
 
+def in_bash(line: str, where: Path, env: dict[str, str] | None = None) -> None:
+    """Run `line` with the real bash in `where` (the premise a test checks first)."""
+    subprocess.run(["bash", "-c", line], cwd=where, capture_output=True, env=env,
+                   stdin=subprocess.DEVNULL, check=False, timeout=60)  # fmt: skip
+
+
+def writes_x_in_bash(line: str, where: Path, env: dict[str, str] | None = None) -> None:
+    """`line` run with the real bash in `where` writes the file x there."""
+    in_bash(line, where, env)
+    assert (where / "x").exists(), f"bash does not write x for {line!r}"
+
+
 # -- `$((` and `((`: arithmetic only by bash's own rule, never a hiding place ------------------
 
 HIDDEN_IN_PARENS = [  # each runs `touch x` in bash 5 (checked against bash -c in a scratch dir)
@@ -449,8 +461,7 @@ AFTER_RESERVED = [
 def test_arithmetic_after_a_reserved_word_compares_and_writes_nothing(
     line: str, tmp_path: Path
 ) -> None:
-    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
-                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    in_bash(line, tmp_path)
     assert not list(tmp_path.iterdir()), f"bash wrote a file for {line!r}"
     a = analyse(line, CWD, home="/home/u")
     assert a.reads_only and not a.writes, (line, a.writes, a.problems)
@@ -466,9 +477,7 @@ def test_arithmetic_after_a_reserved_word_compares_and_writes_nothing(
     ],
 )  # fmt: skip
 def test_commands_in_arithmetic_after_a_reserved_word_are_judged(line: str, tmp_path: Path) -> None:
-    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
-                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
-    assert (tmp_path / "x").exists(), f"bash does not write x for {line!r}"
+    writes_x_in_bash(line, tmp_path)
     assert "/r/x" in writes(line), line
 
 
@@ -487,8 +496,7 @@ WRAPPED = [
 def test_a_wrapped_command_keeps_its_options(line: str, tmp_path: Path) -> None:
     target = tmp_path / "x"
     target.write_text("a\n")
-    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
-                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    in_bash(line, tmp_path)
     assert not target.exists() or target.read_text() != "a\n", f"bash left x alone: {line!r}"
     a = analyse(line, CWD, home="/home/u")
     assert "/r/x" in a.writes or "/r" in a.dir_writes, (line, a.writes, a.dir_writes)
@@ -517,9 +525,7 @@ BUILTIN_EFFECTS = [
 
 @pytest.mark.parametrize("line", BUILTIN_EFFECTS)
 def test_builtins_that_write_or_run_command_text_are_judged(line: str, tmp_path: Path) -> None:
-    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
-                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
-    assert (tmp_path / "x").exists(), f"bash does not write x for {line!r}"
+    writes_x_in_bash(line, tmp_path)
     a = analyse(line, CWD, home="/home/u")
     assert "/r/x" in a.writes and not a.reads_only, (line, a.writes, a.unbounded)
 
@@ -549,9 +555,7 @@ def test_git_run_through_its_environment_or_tools_is_no_pure_read(
     setup = "git init -q && echo a > README.md && git add . && git commit -qm i"
     setup += " && echo b >> README.md"
     subprocess.run(setup, shell=True, cwd=tmp_path, env=env, check=True)
-    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True, env=env,
-                   stdin=subprocess.DEVNULL, check=False, timeout=60)  # fmt: skip
-    assert (tmp_path / "x").exists(), f"bash does not write x for {line!r}"
+    writes_x_in_bash(line, tmp_path, env)
     a = analyse(line, CWD, home="/home/u")
     assert not a.reads_only, (line, a.writes, a.unbounded)
 
@@ -582,9 +586,7 @@ def test_an_environment_that_loads_code_is_unbounded(line: str, tmp_path: Path) 
     (tmp_path / "evil.sh").write_text("touch x\n")
     (tmp_path / "evil.js").write_text("require('fs').writeFileSync('x', '')\n")
     (tmp_path / "evil.pm").write_text("package evil; open(my $f, '>', 'x'); 1;\n")
-    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
-                   stdin=subprocess.DEVNULL, check=False, timeout=60)  # fmt: skip
-    assert (tmp_path / "x").exists(), f"{line!r} wrote no x"
+    writes_x_in_bash(line, tmp_path)
     a = analyse(line, CWD, home="/home/u")
     assert a.unbounded and not a.reads_only, (line, a.unbounded)
 
@@ -609,9 +611,7 @@ PER_PROCESS = [
 
 @pytest.mark.parametrize("line", PER_PROCESS)
 def test_a_path_through_proc_or_a_descriptor_is_unbounded(line: str, tmp_path: Path) -> None:
-    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
-                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
-    assert (tmp_path / "x").exists(), f"bash does not write x for {line!r}"
+    writes_x_in_bash(line, tmp_path)
     a = analyse(line, CWD, home="/home/u")
     assert a.unbounded and not a.reads_only, (line, a.writes, a.unbounded)
     for plain in ["echo x > /dev/fd/1", "echo x 2>/dev/fd/2", "cat /proc/cpuinfo", "ls /proc/self"]:
@@ -629,9 +629,7 @@ INPUTS = [
 
 @pytest.mark.parametrize("line", INPUTS)
 def test_what_feeds_a_command_is_judged_too(line: str, tmp_path: Path) -> None:
-    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
-                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
-    assert (tmp_path / "x").exists(), f"bash does not write x for {line!r}"
+    writes_x_in_bash(line, tmp_path)
     a = analyse(line, CWD, home="/home/u")
     assert not a.reads_only, (line, a.writes, a.unbounded)
     for plain in ["cat <<< hello", "cat < README.md", "grep -c a <<< 'a b'", "hash -r"]:
@@ -643,9 +641,7 @@ def test_a_search_that_runs_a_preprocessor_is_unbounded(line: str, tmp_path: Pat
     (tmp_path / "pre.sh").write_text('#!/bin/sh\ntouch x\ncat "$1"\n')
     (tmp_path / "pre.sh").chmod(0o755)
     (tmp_path / "notes.txt").write_text("pat\n")
-    subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
-                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
-    assert (tmp_path / "x").exists(), f"rg ran no preprocessor for {line!r}"
+    writes_x_in_bash(line, tmp_path)
     assert analyse(line, CWD, home="/home/u").unbounded, line
 
 
