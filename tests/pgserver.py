@@ -96,10 +96,11 @@ class PgServer:
         self._run([str(self.bin / "initdb"), "-D", str(self.data), "-U", SUPERUSER,
                    "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"])  # fmt: skip
 
-    def start(self) -> None:
+    def start(self, max_connections: int = 120) -> None:
         options = (
             f"-c listen_addresses='' -c unix_socket_directories={self.sockets} "
-            f"-p {self.port} -c fsync=off -c full_page_writes=off -c max_connections=120"
+            f"-p {self.port} -c fsync=off -c full_page_writes=off "
+            f"-c max_connections={max_connections}"
         )
         done = self._run(
             [str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-w", "-t", "60",

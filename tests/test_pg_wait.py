@@ -193,6 +193,32 @@ def test_a_server_that_stays_full_fails_after_the_bound_with_exit_6_and_nothing_
     assert store_rows(admin) == before
 
 
+def test_a_server_at_max_connections_is_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'sorry, too many clients already' (53300 at max_connections), from a server of its own
+    that allows 4 connections, all held by the test."""
+    server = pgserver.start_server()
+    try:
+        url = server.fresh_database()
+        monkeypatch.setenv("TASKGATE_DATABASE_URL", url)
+        repo = make_repo(tmp_path / "repo")
+        server.stop("fast")
+        server.start(max_connections=4)
+        held = [psycopg.connect(url) for _ in range(4)]
+        with pytest.raises(psycopg.OperationalError, match="sorry, too many clients already"):
+            psycopg.connect(url)
+        proc = cli(repo, "start", TASK, env={"TASKGATE_LOCK_TIMEOUT": "120"})
+        first = waiting_line(proc)
+        assert "is full (sorry, too many clients already)" in first
+        release(held)
+        done = finish(proc, first)
+        assert done.code == 0, done.err
+        assert store_rows(url)[0] == [(TASK, "s1", None)]
+    finally:
+        pgserver.remove(server)
+
+
 def test_migrate_waits_for_a_full_server_too(
     pg: pgserver.PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
