@@ -369,7 +369,7 @@ def test_a_restarting_server_is_waited_for_by_a_command_a_hook_and_a_long_lived_
         thread.join(timeout=180)
         answered = finish(guard, guard_first)
         reason = decision(answered)[1]
-        assert "after waiting" in answered.err and "R-REC-14" not in reason, answered
+        assert "after waiting" in answered.err and "R-REC-14" not in reason, reason
         assert done.code == 0, done.err
         assert "after waiting" in done.err
         assert outcome == [None] and "after waiting" in said[-1], (outcome, said)
@@ -403,6 +403,9 @@ def test_the_refusals_are_classified_from_the_servers_words() -> None:
     gone = RuntimeError("failed: No such file or directory\n\tIs the server running locally?")
     assert pg_wait.kind_of(gone) is None  # nothing listens: a stopped server fails at once
     assert pg_wait.kind_of(gone, after=pg_wait.RESTARTING) == pg_wait.RESTARTING  # a restart
+    closed = RuntimeError("failed: server closed the connection unexpectedly")
+    assert pg_wait.kind_of(closed) is None  # a crash on its own: at once
+    assert pg_wait.kind_of(closed, after=pg_wait.RESTARTING) == pg_wait.RESTARTING
     dns = RuntimeError('could not translate host name "db.example" to address')
     assert pg_wait.kind_of(dns, after=pg_wait.RESTARTING) is None
 

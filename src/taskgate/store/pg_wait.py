@@ -7,7 +7,8 @@ hooks and agents connect at once, and it is starting, in recovery, or shutting d
 cannot_connect_now) during every restart or failover. Such a refusal is retried with growing,
 jittered pauses until the connection succeeds or the bound passes; stderr says what taskgate
 waits for, for how long at most, and (on success) how long it waited. After a "shutting down"
-answer, a socket where nothing listens is the restart's gap and is waited for too.
+answer, a connection the stopping server closes and a socket where nothing listens are the
+restart's gap and are waited for too.
 
 Every other failure fails at once, as before: a wrong password (28P01), a missing database
 (3D000) or role, a host where nothing listens (when no shutdown was seen first), a DNS failure,
@@ -62,7 +63,9 @@ _RESTARTING = (
     "the database system is not yet accepting connections",
     "the database system is not accepting connections",
 )
-_NOTHING_LISTENS = ("connection refused", "no such file or directory")
+# After a shutdown was seen: the restart's gap (the stopping server closes a connection it
+# accepted without a word, then nothing listens until it is back).
+_GAP = ("connection refused", "no such file or directory", "server closed the connection")
 
 
 def kind_of(exc: BaseException, *, after: str | None = None) -> str | None:
@@ -78,7 +81,7 @@ def kind_of(exc: BaseException, *, after: str | None = None) -> str | None:
         return FULL
     if any(m in text for m in _RESTARTING):
         return RESTARTING
-    if after == RESTARTING and any(m in text for m in _NOTHING_LISTENS):
+    if after == RESTARTING and any(m in text for m in _GAP):
         return RESTARTING
     return None
 
