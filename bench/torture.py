@@ -106,14 +106,19 @@ class Report:
     dead: int = 0  # invocations of a killed `run` seen open, closed by the next command (16)
 
 
+_LAST_FAILURE: list[str] = [""]  # the last command that failed, for a stuck task's report
+
+
 def _cli(argv: list[str]) -> int:
     from taskgate.cli.main import main
 
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         code = main(argv)
+    if code:
+        _LAST_FAILURE[0] = f"{' '.join(argv)} -> {code}: {sink.getvalue().strip()[:600]}"
     if code and os.environ.get("TORTURE_DEBUG"):
-        print(f"  {' '.join(argv)} -> {code}: {sink.getvalue().strip()[:600]}", file=sys.stderr)
+        print(f"  {_LAST_FAILURE[0]}", file=sys.stderr)
     return code
 
 
@@ -611,6 +616,7 @@ def drain(repo: Path, slots: list[str], report: Report, rng: random.Random) -> l
     os.chdir(repo)
     for n, task in enumerate(slots):
         os.environ["TASKGATE_SESSION"] = f"w{n}"
+        _LAST_FAILURE[0] = ""
         for _ in range(DRAIN_COMMANDS):
             row = _row(repo / ".taskgate" / "state.db", task)
             if row is not None and row[0] == "CLEANUP" and not row[3]:
@@ -621,7 +627,8 @@ def drain(repo: Path, slots: list[str], report: Report, rng: random.Random) -> l
         else:
             row = _row(repo / ".taskgate" / "state.db", task)
             stuck.append(f"{task}: stuck in {row[0] if row else 'no record'} after "
-                         f"{DRAIN_COMMANDS} rounds of documented commands")  # fmt: skip
+                         f"{DRAIN_COMMANDS} rounds of documented commands; the last one "
+                         f"that failed: {_LAST_FAILURE[0]}")  # fmt: skip
     os.environ.pop("TASKGATE_SESSION", None)
     os.chdir(here)
     return stuck
