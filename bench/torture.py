@@ -167,6 +167,21 @@ def _holder(repo: Path, task: str) -> str | None:
     return None if row is None else str(row[0])
 
 
+def _held_elsewhere(repo: Path, task: str, session: str) -> list[str]:
+    """The other tasks whose lock `session` holds (a worker's `start` of another slot's task
+    claims it when its lock was released)."""
+    conn = _read_only(repo / ".taskgate" / "state.db")
+    try:
+        rows = conn.execute(
+            "SELECT name FROM tasks WHERE session_id = ? AND lock_released_at IS NULL "
+            "AND name != ? ORDER BY name",
+            (session, task),
+        ).fetchall()
+    finally:
+        conn.close()
+    return [str(r[0]) for r in rows]
+
+
 Op = list[str] | Callable[[], object]
 
 
@@ -243,7 +258,13 @@ def _worker_ops(repo: Path, task: str, rng: random.Random, *, calm: bool = False
     documented path only, for the final drain)."""
     row = _row(repo / ".taskgate" / "state.db", task)
     if row is None or (row[2] and row[0] != "CLEANUP"):
-        return [["start", task, "--adopt"]]
+        session = os.environ.get("TASKGATE_SESSION", "")
+        # A session holds one task (R-LCK-19): in the drain, a person first gives back what
+        # this slot's session took from another slot, as the refusal's hint says.
+        held = _held_elsewhere(repo, task, session) if calm else []
+        return [["--session", "human", "release", other, "--force", "--reason",
+                 "torture: the slot's session holds another slot's task"] for other in held
+                ] + [["start", task, "--adopt"]]  # fmt: skip
     if not row[2] and _holder(repo, task) != os.environ.get("TASKGATE_SESSION"):
         # Another worker's session took the task over after its `run` died (documented:
         # a dead run's lease is taken over by `start`); a person gives it back to its slot.

@@ -145,3 +145,19 @@ def test_dead_long_lived_owner_is_diagnosed_and_taken_over(tmp_path: Path, store
     assert taken["action"] == "took-over"
     lock = _state(repo)["lock"]
     assert isinstance(lock, dict) and lock["fence"] == 2 and lock["session_id"] == "s2"
+
+
+def test_the_drain_gives_back_a_task_the_slot_s_session_took_from_another_slot(
+    tmp_path: Path,
+) -> None:
+    """A worker's `start <another slot's task>` claims it when its lock was released; its
+    session then holds one task (R-LCK-19) and cannot start its own slot's task. The drain (a
+    person, by the refusal's hint) releases the other slot's task first: both finish."""
+    import random
+
+    repo = make_repo(tmp_path / "r", todo=torture.TODO, config=torture.CONFIG)
+    repo.ok("start", "task-1", session="w0")  # slot 0's session holds slot 1's task
+    report = torture.Report()
+    stuck = torture.drain(repo.path, ["task-0", "task-1"], report, random.Random(1))
+    assert stuck == [], stuck
+    assert report.drained == 2
