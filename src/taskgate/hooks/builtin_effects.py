@@ -1,5 +1,5 @@
 """What bash's wrappers and a few builtins run or write beyond their own words (issue 15): the
-command a wrapper runs with all its options (`nohup sed -i ...`), the file `history -w`
+command a wrapper runs with all its options (`command sed -i ...`), the file `history -w`
 writes, the command text `mapfile -C` and `compgen -C` run. hooks/commands.py loads this
 module only for a line that uses one of them."""
 
@@ -8,11 +8,10 @@ from __future__ import annotations
 from taskgate.hooks.lexer import Word
 from taskgate.hooks.shell import State, walk_text
 
-# The options of each wrapper (bash 5.2's `command` and `exec`, coreutils' `nohup`, GNU
-# `time`, which is what `command time` runs): only these come before the wrapped command, and
-# every word after it is the command's own (`nohup find . -delete` runs `find . -delete`).
-_WRAPPER_FLAGS = {"command": "pvV", "exec": "cla", "builtin": "", "nohup": "", "time": "pvqaV"}
-_TIME_VALUED = ("-o", "--output", "-f", "--format")
+# The options of bash's own wrappers (5.2): only these come before the wrapped command, and
+# every word after it is the command's own (`command find . -delete` runs `find . -delete`).
+# coreutils' `nohup` and GNU `time` are programs: hooks/programs.py's wrappers.
+_WRAPPER_FLAGS = {"command": "pvV", "exec": "cla", "builtin": ""}
 
 
 def wrapped(name: str, args: list[Word], st: State) -> list[Word]:
@@ -27,15 +26,6 @@ def wrapped(name: str, args: list[Word], st: State) -> list[Word]:
         at += 1
         if text == "--":
             break
-        if name == "time" and text.startswith(_TIME_VALUED):
-            if text in _TIME_VALUED:  # the value is the next word
-                value = args[at] if at < len(args) else Word("", known=False)
-                at += 1
-            else:  # -oFILE, --output=FILE
-                value = Word(text.partition("=")[2] if "=" in text else text[2:], w.known)
-            if text.startswith(("-o", "--output")):
-                st.write(value)  # GNU time writes its report there
-            continue
         flags = _WRAPPER_FLAGS[name]
         if not text[1:] or any(c not in flags for c in text[1:].lstrip("-")):
             st.result.may_write_anything(f"{name} {text}: an option this analyser does not know")

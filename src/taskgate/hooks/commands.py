@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 
 from taskgate.hooks.lexer import Redir, Word
-from taskgate.hooks.policy import process_relative
 from taskgate.hooks.shell import MAX_DEPTH, Command, State, merge_cwds, walk, walk_text
 
 TYPE_CHECKING = False
@@ -255,7 +254,7 @@ def _builtin(st: State, name: str, args: list[Word], env: dict[str, str | None])
             st.result.unknown("eval runs code built at run time")
             st.result.may_write_anything("eval of code built at run time")
         walk_text(code, st)
-    elif name in ("exec", "command", "builtin", "nohup", "time"):
+    elif name in ("exec", "command", "builtin"):
         from taskgate.hooks.builtin_effects import wrapped
 
         rest = wrapped(name, args, st)
@@ -410,6 +409,8 @@ def _cd(st: State, name: str, args: list[Word]) -> None:
         return
     else:
         joined = [os.path.join(c, target.text) for c in st.cwds]
+        from taskgate.hooks.policy import process_relative  # loaded by a `cd` only
+
         if any(process_relative(p) for p in joined):
             st.result.may_write_anything(f"cd {target.text}: a directory relative to a process")
         new = tuple(

@@ -139,8 +139,7 @@ _RISKY: dict[str, tuple[str, ...]] = {
 
 def _risky(args: list[Word], options: tuple[str, ...]) -> bool:
     """One of `options` among `args`: a long one alone or with `=value`, a short one alone,
-    with its value joined, or in a short cluster of flags (`-Ro`); `hostname NAME` sets the
-    host's name."""
+    with its value joined, or in a short cluster of flags (`-Ro`)."""
     for w in args:
         text = w.text
         if not w.known:
@@ -156,7 +155,7 @@ def _risky(args: list[Word], options: tuple[str, ...]) -> bool:
                 )
             ):
                 return True
-    return options[0] == "-F" and any(not w.text.startswith("-") for w in args)  # hostname NAME
+    return False
 
 
 def known(name: str) -> bool:
@@ -194,6 +193,9 @@ def judge(st: State, name: str, args: list[Word], env: dict[str, str | None]) ->
         base = "python"
     if name in READ_ONLY:
         risky = _RISKY.get(name)
+        if name == "hostname" and any(not w.text.startswith("-") for w in args):
+            st.result.may_write_anything("hostname NAME sets the host's name")
+            return
         if risky is not None and _risky(args, risky):
             st.result.may_write_anything(f"{name} with {' or '.join(risky)} runs or writes")
             return
@@ -303,8 +305,13 @@ def _wrapper(st: State, name: str, args: list[Word], env: dict[str, str | None])
     i = 0
     while i < len(args) and args[i].text.startswith("-"):
         t = args[i].text
-        if name in ("strace", "ltrace", "time") and t in ("-o", "--output") and i + 1 < len(args):
-            st.write(args[i + 1])
+        if name in ("strace", "ltrace", "time"):  # -o FILE, -oFILE, --output=FILE: a write
+            if t in ("-o", "--output") and i + 1 < len(args):
+                st.write(args[i + 1])
+            elif t.startswith("--output="):
+                st.write(Word(t[len("--output=") :], args[i].known))
+            elif t.startswith("-o") and len(t) > 2:
+                st.write(Word(t[2:], args[i].known))
         i += 2 if t in takes else 1
     if name == "timeout" and i < len(args):
         i += 1  # the duration
