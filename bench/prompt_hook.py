@@ -31,6 +31,7 @@ from pathlib import Path
 
 from common import ROOT, env, tg
 from common import scratch_repo as _scratch_repo
+from hook_latency import _hook_modules
 
 # Runs launch.py as the hook's __main__ (so HOOK_PROCESS is where store/hook_tx.py looks), with
 # timers: T1 after hooks/dispatch is imported, T2 after the prompt's other modules, T3 at the end.
@@ -89,10 +90,9 @@ def run(cmd: list[str], repo: Path, body: str) -> tuple[float, str, str]:
 
 def modules(launch: str, repo: Path) -> list[str]:
     """The modules the prompt hook imports after hooks/dispatch, in import order (`-X
-    importtime` of one run): taskgate's and the C modules it loads inside functions."""
-    cmd = [sys.executable, "-S", "-X", "importtime", launch, "UserPromptSubmit"]
-    _, _, err = run(cmd, repo, prompt(repo))
-    names = [line.rsplit("|", 1)[-1].strip() for line in err.splitlines() if "import time:" in line]
+    importtime` of one run, read by hook_latency.py): taskgate's and the C modules it loads
+    inside functions."""
+    names = _hook_modules(launch, repo, prompt(repo))
     after = names[names.index("taskgate.hooks.dispatch") + 1 :]
     c_modules = ("_sqlite3", "zlib", "_sha1", "_sha256", "_json")
     return [n for n in after if n.startswith("taskgate") or n in c_modules]
