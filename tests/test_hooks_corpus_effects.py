@@ -152,11 +152,11 @@ def test_moving_main_is_put_back(impl: Repo) -> None:
     assert pre(impl, "git status") == ("allow", "")
     forged = git(impl.path, "commit-tree", "main^{tree}", "-p", "main", "-m", "not approved")
     git(impl.path, "update-ref", "refs/heads/main", forged)
-    # A plain read runs no project code: it is not compared (the baseline stays as it was)...
-    assert post(impl, "git log -1") == ""
-    # ...so the next call that may run code (or the next taskgate command) finds the move.
-    text = post(impl, "make -n")
+    # In a guarded session even a plain read is compared (guardcmp): its own PostToolUse
+    # finds the move (tests/test_effects_guarded_reads.py: reads that did write).
+    text = post(impl, "git log -1")
     assert text.startswith("[R-CMP-01]"), text
+    assert post(impl, "make -n") == ""  # put back: nothing left to find
     assert git(impl.path, "rev-parse", "main") == main_before
     [ref] = quarantine_refs(impl)
     assert ref.endswith("/refs/heads/main") and git(impl.path, "rev-parse", ref) == forged

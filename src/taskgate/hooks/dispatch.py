@@ -334,9 +334,11 @@ def post_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
     PreToolUse baseline and any change is quarantined and reported (hooks/effects.py)."""
     analysis = _bash_analysis(data)
     pure = analysis is not None and analysis.reads_only and not analysis.runs_code
-    if pure:
-        # Plain reads (git status, ls, grep) run no project code: nothing to compare now. The
-        # baseline is kept, so anything they could have changed is found by the next check.
+    if pure and not os.path.exists(guard_marker(data["session_id"])):
+        # A plain read (git status, ls, grep) in a session whose main agent may write its task
+        # worktree, or that holds no task: nothing to compare, and one stat to know it. In a
+        # guarded session it is compared like any call: the analyser's "pure" is a prediction
+        # (a PATH entry or the repository's config can make `cat` or `git status` write).
         return None
     from taskgate.hooks.effects import after_tool
 
@@ -359,6 +361,19 @@ def post_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
     warning = on_owned_task(data, act, any_session=True)
     warning = found if warning is None else warning
     return _context_output("PostToolUse", warning) if warning else None
+
+
+def guard_marker(session: str) -> str:
+    """The file whose existence says that `session`'s effect-check baseline is guarded (its
+    main agent may not write its task worktree): hooks/effects.py save() and drop() keep it,
+    PostToolUse after a plain read stats it. Named from the session id alone, because finding
+    the repository's baseline would cost the common unguarded call a walk up the directories
+    and a read; a missing marker only defers detection to the next comparison."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    name = session.encode("utf-8", "surrogateescape").hex()[:200]
+    return os.path.join(base, "taskgate", "guarded", name)
 
 
 def _bash_analysis(data: dict[str, Any]) -> Analysis | None:

@@ -295,20 +295,58 @@ def _store_blobs(worktree: str, paths: list[str]) -> None:
 
 
 def save(path: str, data: dict[str, Any]) -> None:
-    """Write a baseline atomically."""
+    """Write a baseline atomically, and the session's guard marker with it (dispatch.py
+    guard_marker: PostToolUse compares after plain reads too while it exists). The marker is
+    made before a guarded baseline and removed after a marker baseline: a marker left behind
+    costs a comparison that finds nothing, a missing one only defers detection."""
     from taskgate.hooks.jsonio import dumps
 
+    session = str(data.get("session") or "")
+    if data.get("guarded"):
+        mark(session, path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
         handle.write(dumps(data))
     os.replace(tmp, path)
+    if not data.get("guarded"):
+        unmark(session)
 
 
 def drop(path: str) -> None:
-    """Forget a baseline (the session's main agent may write again)."""
+    """Forget a baseline (the session's main agent may write again), and its guard marker."""
+    base = load(path)
     try:  # noqa: SIM105  (contextlib would cost the hook its collections/functools imports)
         os.unlink(path)
+    except OSError:
+        pass
+    if base is not None:
+        unmark(str(base.get("session") or ""))
+
+
+def mark(session: str, path: str) -> None:
+    """Make the guard marker of `session` (its content names the baseline, for a person)."""
+    if not session:
+        return
+    from taskgate.hooks.dispatch import guard_marker
+
+    marker = guard_marker(session)
+    try:
+        os.makedirs(os.path.dirname(marker), exist_ok=True)
+        with open(marker, "w", encoding="utf-8") as handle:
+            handle.write(path + "\n")
+    except OSError:
+        pass  # a read-only home: detection after plain reads waits for the next comparison
+
+
+def unmark(session: str) -> None:
+    """Remove the guard marker of `session` (absent already: nothing to do)."""
+    if not session:
+        return
+    from taskgate.hooks.dispatch import guard_marker
+
+    try:  # noqa: SIM105
+        os.unlink(guard_marker(session))
     except OSError:
         pass
 
@@ -414,6 +452,11 @@ def after_tool(data: dict[str, Any]) -> str:
     base = load(path)
     if base is None:
         return ""
+    if base.get("guarded"):
+        from taskgate.hooks.dispatch import guard_marker
+
+        if not os.path.exists(guard_marker(data["session_id"])):
+            mark(data["session_id"], path)  # a baseline from before the marker, or one removed
     changes = compare(layout, base)
     if not changes:
         return ""
