@@ -708,8 +708,8 @@ def effect_check(rounds: int) -> None:
     home = Path(tempfile.mkdtemp(prefix="taskgate-bench-home-"))
     (home / ".gitconfig").write_text("[user]\n\tname = B\n\temail = b@example.com\n")
     os.environ.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1")  # never the real home
-    print(f"effect check (issue 15): the main agent in IMPLEMENTATION, {rounds} rounds; a plain")
-    print("read is not compared (it runs no project code), a test run is (git status + refs)")
+    print(f"effect check (issue 15): the main agent in IMPLEMENTATION, {rounds} rounds; in this")
+    print("guarded session every Bash call is compared (git status + refs), plain reads too")
     print(f"{'case':52} {'median ms':>10} {'/ python':>9}")
     print("load average (1, 5, 15 min) at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     for files in (1000, 20000):

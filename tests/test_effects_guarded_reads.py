@@ -177,3 +177,4 @@ def test_the_marker_follows_the_baseline(impl: Repo) -> None:
     assert decision(hook(impl, data)) == ("allow", "")
     assert (impl.path / ".taskgate" / "effects" / "s2.json").is_file()
     assert not Path(guard_marker("s2")).exists()
+
