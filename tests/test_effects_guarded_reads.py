@@ -9,14 +9,20 @@ git, the real CLI; the command runs in the task worktree as Claude Code's Bash t
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import stat
 import subprocess
 from pathlib import Path
 
 from conftest import Repo
-from flow import implementation_fixtures
+from flow import agents_of, implementation_fixtures
+from taskgate.engine.core import Engine
+from taskgate.engine.merge import merge_agents
+from taskgate.engine.workspace import find_workspace
 from taskgate.hooks.dispatch import guard_marker
+from taskgate.hooks.install import default_program, hook_command
 from taskgate.hooks.shell import analyse
 from test_hooks_corpus_effects import (
     audit_failed_on_effects,
@@ -178,3 +184,50 @@ def test_the_marker_follows_the_baseline(impl: Repo) -> None:
     assert (impl.path / ".taskgate" / "effects" / "s2.json").is_file()
     assert not Path(guard_marker("s2")).exists()
 
+
+def test_a_read_during_taskgate_s_own_merge_does_not_quarantine_it(impl: Repo) -> None:
+    """Now that plain reads are compared, one can land between the two steps of a journaled
+    `taskgate merge` (the merge commit made, the step that takes it into the baseline not
+    yet run): a sub-agent's `ls`, or the person's terminal. PostToolUse waits for
+    taskgate's own step instead of moving its work aside."""
+    tree = impl.worktree(TASK)
+    assert pre(impl, "git status", cwd=tree) == ("allow", "")
+    agent = agents_of(impl, TASK)[0]
+    own = impl.task_dir(TASK) / "agents" / agent / "code"
+    (own / "feature.py").write_text("print('feature')\n")
+    git(own, "add", "feature.py")
+    git(own, "commit", "-qm", f"[agent:{agent}] feature")
+    # The merge stopped between its git merge and its last step (its journal is pending):
+    # the state a concurrent read sees; the rest of the command is run below, in-process.
+    stopped = impl.run("merge", TASK, env={"TASKGATE_FAILPOINT": "merge:after-git"})
+    assert stopped.code == -9 and (tree / "feature.py").exists()
+    merged = git(tree, "rev-parse", "HEAD")
+    data = fixture("post_tool_use_write", impl, tool_name="Bash",
+                   tool_input={"command": "ls"}, cwd=str(tree))  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "TASKGATE_SESSION"}
+    reader = subprocess.Popen(
+        ["/bin/sh", "-c", hook_command(default_program(), "PostToolUse")],
+        cwd=impl.path, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert reader.stdin is not None
+    reader.stdin.write(json.dumps(data))
+    reader.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        reader.wait(timeout=3)  # without the wait it has quarantined the merge by now
+    engine = Engine(find_workspace(impl.path), session_id="s1", cwd=impl.path)
+    try:  # the merge command's last step: its first step already compared (before_step)
+        vars(engine).setdefault("_effects_seen", set()).add(TASK)
+        merge_agents(engine, TASK)
+    finally:
+        engine.close()
+    reader.wait(timeout=60)
+    assert reader.stdout is not None and reader.stderr is not None
+    out, err = reader.stdout.read(), reader.stderr.read()
+    assert reader.returncode == 0, err
+    assert out.strip() == "", out
+    assert events(impl, "effect_violation") == []
+    assert quarantine_refs(impl) == []
+    assert git(tree, "rev-parse", "HEAD") == merged and (tree / "feature.py").exists()
+    assert not audit_failed_on_effects(impl)
+    assert post(impl, "ls", cwd=tree) == ""  # the merge is the baseline now

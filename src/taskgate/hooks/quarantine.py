@@ -141,9 +141,49 @@ def handle(
         "command": str(tool_input.get("command") or tool_input.get("file_path") or "")[:500],
     }
     try:
+        _await_own_step(engine, str(base["task"]), path)
         return enforce(engine, layout, base, path, changes, source)
     finally:
         engine.close()
+
+
+JOURNAL_WAIT = 20.0  # seconds: a journaled taskgate command's git work, to its last step
+JOURNAL_GRACE = 2.0  # seconds: from its last step's commit to the baseline it takes after
+
+
+def _await_own_step(engine: Engine, task: str, path: str) -> None:
+    """While the task row journals a taskgate command's git work in flight (`pending`:
+    `taskgate merge` between its git merge and its last step), a comparison sees taskgate's
+    own work: wait, bounded, for that command to take its work into the baseline, then
+    enforce compares again. Plain reads are compared in guarded sessions, so a sub-agent's
+    `ls` lands there easily. Without a journal nothing waits; a journal a crashed command
+    left is judged after the wait, as before."""
+    import time
+
+    def mark() -> tuple[int, int]:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return (0, 0)
+        return (st.st_ino, st.st_mtime_ns)
+
+    start, taken = time.monotonic(), mark()
+    journaled, cleared = False, 0.0
+    while True:
+        now = time.monotonic()
+        if now - start > JOURNAL_WAIT or mark() != taken:
+            return  # too long, or a step took the baseline again
+        with engine.store.read() as tx:
+            row = tx.task(task)
+        if row is not None and row.pending:
+            journaled, cleared = True, 0.0
+        elif not journaled:
+            return  # no command in flight: judge now
+        elif not cleared:
+            cleared = now
+        elif now - cleared > JOURNAL_GRACE:
+            return
+        time.sleep(0.05)
 
 
 def enforce(
