@@ -104,8 +104,10 @@ def phases(rounds: int, tree: Path | None) -> None:
     loaded = {}
     for name, where in trees.items():
         launch = launcher(where)
-        run([sys.executable, "-S", launch, "UserPromptSubmit"], repos[name], prompt(repos[name]))
-        loaded[name] = modules(launch, repos[name])  # after the first anchor: the usual path
+        for _ in range(2):  # git writes the first anchor, the second reads git's (zlib)
+            run([sys.executable, "-S", launch, "UserPromptSubmit"], repos[name],
+                prompt(repos[name]))  # fmt: skip
+        loaded[name] = modules(launch, repos[name])  # the third prompt: the usual path
     driver = Path(tempfile.mkdtemp(prefix="taskgate-phases-")) / "driver.py"
     atexit.register(shutil.rmtree, driver.parent, True)
     driver.write_text(_DRIVER)

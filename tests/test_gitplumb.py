@@ -17,12 +17,13 @@ import os
 import shutil
 import subprocess
 import sys
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from taskgate import anchor_write, gitplumb
+from taskgate import anchor_write, gitplumb, looseobject
 from taskgate.engine import anchor
 
 TASK = "add-login"
@@ -230,8 +231,10 @@ def _write(repo: Path, common: Path, seq: int, plumb: bool,
     return anchor.write(repo, common, TASK, seq, f"{seq:064x}", AT), ran
 
 
-def _files(common: Path) -> dict[str, tuple[int, bytes]]:
-    """Every file git reads for objects, refs and reflogs: (mode, bytes) by path."""
+def _files(common: Path, raw: bool = False) -> dict[str, tuple[int, bytes]]:
+    """Every file git reads for objects, refs and reflogs: (mode, bytes) by path; a loose
+    object's bytes inflated unless `raw` (gitplumb writes zlib's stored form, git compresses
+    at its level: the same object)."""
     found: dict[str, tuple[int, bytes]] = {}
     for top in ("objects", "refs", "logs", "packed-refs", "HEAD"):
         base = common / top
@@ -240,15 +243,23 @@ def _files(common: Path) -> dict[str, tuple[int, bytes]]:
             if path.name == "alternates":
                 continue  # names the other side's directory
             info = path.lstat()
-            found[str(path.relative_to(common))] = (info.st_mode, path.read_bytes())
+            data = path.read_bytes()
+            if not raw and _loose(path):
+                data = zlib.decompress(data)
+            found[str(path.relative_to(common))] = (info.st_mode, data)
     return found
 
 
-def _view(repo: Path, common: Path) -> tuple[object, ...]:
+def _loose(path: Path) -> bool:
+    """`path` is a loose object: objects/<2 hex>/<38 hex>."""
+    return path.parent.parent.name == "objects" and len(path.parent.name + path.name) == 40
+
+
+def _view(repo: Path, common: Path, raw: bool = False) -> tuple[object, ...]:
     name = anchor.ref(TASK)
     head = _git(repo, "rev-parse", name)
     return (
-        _files(common),
+        _files(common, raw),
         _git(repo, "cat-file", "-p", head),
         _git(repo, "log", "--format=%H %P%n%B", name),
         _git(repo, "reflog", "show", "--format=%H %gs", name) if (common / "logs" / name).exists()
@@ -264,9 +275,10 @@ def _fsck(repo: Path) -> None:
 
 
 def _both(tmp_path: Path, shape: Shape, monkeypatch: pytest.MonkeyPatch,
-          fsck: bool = True) -> list[list[str]]:  # fmt: skip
+          fsck: bool = True, raw: bool = False) -> list[list[str]]:  # fmt: skip
     """Build `shape` twice; anchors 1-2 by git on both; 3-4 with gitplumb on the first and git
-    on the second; assert the same files and history. The git commands the first side ran."""
+    on the second; assert the same files (byte for byte with `raw`) and history. The git
+    commands the first side ran."""
     build, then = shape
     sides = [build(tmp_path / "plumb"), build(tmp_path / "git")]
     for repo, common in sides:
@@ -279,7 +291,7 @@ def _both(tmp_path: Path, shape: Shape, monkeypatch: pytest.MonkeyPatch,
         ok, commands = _write(*sides[0], seq, True, monkeypatch)
         ran.append(commands)
         assert ok == _write(*sides[1], seq, False, monkeypatch)[0]
-    assert _view(*sides[0]) == _view(*sides[1])
+    assert _view(*sides[0], raw) == _view(*sides[1], raw)
     if fsck:
         _fsck(sides[0][0])
     return ran
@@ -293,6 +305,84 @@ def test_gitplumb_writes_what_git_writes(name: str, tmp_path: Path,
         assert ran[0] == ["rev-parse", "commit-tree", "update-ref"] and ran[1] == []
     else:
         assert ran == [[], []], f"{name}: git ran {ran}"  # gitplumb wrote both anchors
+
+
+def test_at_level_0_the_objects_are_gits_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """zlib's stored form is what git writes with core.compression=0: every file the same."""
+    assert _both(tmp_path, PLUMBED["compression 0"], monkeypatch, raw=True) == [[], []]
+
+
+def test_the_anchors_are_stored_and_the_next_is_written_without_zlib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anchor 1 by git (compressed at git's level 1), 2 and 3 by gitplumb in stored form: git
+    reads them (cat-file, log, fsck --strict), and writing 3 on top of 2 never loads zlib
+    (a process of its own that refuses to import it)."""
+    repo, common, first = _anchored(tmp_path, monkeypatch)
+    assert looseobject.inflate_stored(_object(common, first)) is None  # git compressed it
+    assert _write(repo, common, 2, True, monkeypatch) == (True, [])  # reads the parent: zlib
+    second = _git(repo, "rev-parse", anchor.ref(TASK))
+    code = f"""
+import sys
+sys.path.insert(0, {str(SRC)!r})
+sys.modules["zlib"] = None  # import zlib raises ImportError
+from taskgate import anchor_write
+anchor_write._now = lambda: {WHEN!r}
+print(anchor_write.write({str(repo)!r}, {str(common)!r}, {TASK!r}, 3, "3" * 64, {AT!r}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert (out.returncode, out.stdout.strip()) == (0, "True"), out.stderr
+    third = _git(repo, "rev-parse", anchor.ref(TASK))
+    assert third != second and _git(repo, "rev-parse", f"{third}^") == second
+    for oid in (second, third):
+        stream = _object(common, oid)
+        inflated = looseobject.inflate_stored(stream)
+        assert inflated is not None and inflated == zlib.decompress(stream)
+        assert stream == zlib.compress(inflated, 0)
+    assert _git(repo, "cat-file", "-p", third).endswith("seq 3\nhash " + "3" * 64 + f"\nat {AT}")
+    assert _git(repo, "log", "--format=%s", anchor.ref(TASK)).splitlines() == [
+        "taskgate audit anchor"] * 3  # fmt: skip
+    _fsck(repo)
+
+
+def _object(common: Path, oid: str) -> bytes:
+    return (common / "objects" / oid[:2] / oid[2:]).read_bytes()
+
+
+@pytest.mark.parametrize("size", [0, 1, 330, 4096, 65535, 65536, 200_000])
+def test_the_stored_form_is_zlibs(size: int) -> None:
+    data = os.urandom(size)
+    stream = looseobject.deflate_stored(data)
+    assert zlib.decompress(stream) == data
+    assert looseobject.adler32(data) == zlib.adler32(data)
+    if size <= 4096:  # zlib cuts longer data into blocks of its own sizes
+        assert stream == zlib.compress(data, 0)
+    assert looseobject.inflate_stored(stream) == data
+    assert looseobject.inflate_stored(zlib.compress(data, 0)) == data  # zlib's own blocks
+
+
+def test_only_intact_stored_streams_are_inflated() -> None:
+    data = b"commit 12\0tree abcdef\n" * 20
+    stream = looseobject.deflate_stored(data)
+    assert looseobject.inflate_stored(stream) == data
+    for level in (1, 6, 9):
+        assert looseobject.inflate_stored(zlib.compress(data, level)) is None  # compressed
+    flipped = bytearray(stream)
+    flipped[40] ^= 1
+    spoiled = {
+        "a byte of the data": bytes(flipped),  # the checksum no longer matches
+        "cut short": stream[:-5],
+        "no checksum": stream[:-4],
+        "trailing bytes": stream + b"\0",
+        "NLEN": stream[:5] + bytes((stream[5] ^ 1,)) + stream[6:],
+        "a preset dictionary": b"\x78\x20" + stream[2:],  # FDICT (and a bad header check)
+        "not zlib": b"\x1f\x8b" + stream[2:],
+        "empty": b"",
+    }
+    for name, bad in spoiled.items():
+        assert looseobject.inflate_stored(bad) is None, name
 
 
 @pytest.mark.parametrize("name", list(FALLBACK))

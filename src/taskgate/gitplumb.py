@@ -6,14 +6,16 @@ it took (`commit-tree`, `update-ref --no-deref`) were a third of that hook's tim
 formats are public and stable (Documentation/gitformat-*, object-file.c, refs/files-backend.c):
 a loose object is `zlib(b"<type> <size>\\0" + body)` at `objects/ab/cdef…`, named by the
 SHA-1 of the uncompressed bytes, written to a temporary file beside it and linked into place,
-read-only; a loose ref is updated by creating `<ref>.lock` exclusively, writing the new id,
-appending the reflog line when git would (`logs/<ref>` exists, or
-`core.logAllRefUpdates=always`) and renaming the lock over the ref.
+read-only (taskgate.looseobject writes them in zlib's stored form: no zlib module to load);
+a loose ref is updated by creating `<ref>.lock` exclusively, writing the new id, appending the
+reflog line when git would (`logs/<ref>` exists, or `core.logAllRefUpdates=always`) and
+renaming the lock over the ref.
 
-`commit` writes exactly what those two commands write (the same object bytes, ref file and
-reflog line; tests/test_gitplumb.py compares both ways on many repository shapes with the
-installed git) or writes nothing and returns None, and the caller runs git. None whenever
-this module cannot vouch for the outcome:
+`commit` writes what those two commands write (the same objects, ref file and reflog line;
+an object's bytes are git's own at `core.looseCompression=0`, and at any level the same
+object under the same name; tests/test_gitplumb.py compares both ways on many repository
+shapes with the installed git) or writes nothing and returns None, and the caller runs git.
+None whenever this module cannot vouch for the outcome:
 
 - a repository it does not read the way git does: `-C repo` not finding `.git` there, a
   common directory other than the caller's, another owner (git's safe.directory check), a
@@ -43,6 +45,8 @@ it is linked or renamed into place, at least what git would do.
 from __future__ import annotations
 
 import os
+
+from taskgate import looseobject
 
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _HEX = frozenset("0123456789abcdef")
@@ -74,16 +78,13 @@ def commit(repo: str, common_dir: str, ref: str, parent: str, tree: str, message
         return None
     if setup is None or not _plain(message, ident, reflog_message, when):
         return None
-    objects, level, fsync, reflog_create = setup
-    import zlib
-
+    objects, fsync, reflog_create = setup
     if not _parent_is_commit(objects, parent):
         return None
     body = (f"tree {tree}\nparent {parent}\nauthor {ident} {when}\ncommitter {ident} {when}\n"
             f"\n{message}" + ("" if message.endswith("\n") else "\n")).encode()  # fmt: skip
-    raw = b"commit %d\0" % len(body) + body
-    oid = _sha1_hex(raw)
-    if not _write_object(objects, oid, zlib.compress(raw, level), fsync):
+    oid = looseobject.write(objects, "commit", body, fsync)
+    if oid is None:
         return None
     note = " ".join(reflog_message.split())  # git's copy_reflog_msg for ASCII
     line = f"{parent} {oid} {ident} {when}" + (f"\t{note}" if note else "") + "\n"
@@ -93,8 +94,8 @@ def commit(repo: str, common_dir: str, ref: str, parent: str, tree: str, message
 
 
 def _setup(repo: str, common_dir: str, ref: str, parent: str,
-           tree: str) -> tuple[str, int, bool, bool] | None:  # fmt: skip
-    """(objects directory, zlib level, fsync every file, create the reflog) when this
+           tree: str) -> tuple[str, bool, bool] | None:  # fmt: skip
+    """(objects directory, fsync every file, create the reflog) when this
     repository and its configuration are ones this module writes exactly as git; else None."""
     if tree != _EMPTY_TREE or len(parent) != 40 or not _HEX.issuperset(parent):
         return None
@@ -123,9 +124,8 @@ def _setup(repo: str, common_dir: str, ref: str, parent: str,
     encoding = config.get("i18n.commitencoding")
     if encoding is not None and encoding.lower() not in ("utf-8", "utf8"):
         return None
-    level = _level(config)
     logs = _log_mode(config)
-    if level is None or logs is None:
+    if _level(config) is None or logs is None:  # values git would refuse, or not read here
         return None
     objects = os.path.join(common, "objects")
     for path in (os.path.join(objects, "info", "alternates"), os.path.join(common, "reftable"),
@@ -142,7 +142,7 @@ def _setup(repo: str, common_dir: str, ref: str, parent: str,
     if head.startswith(b"ref:") and head[4:].strip() == ref.encode():
         return None
     fsync = any(key in config for key in _FSYNC_KEYS)
-    return objects, level, fsync, logs == "always"
+    return objects, fsync, logs == "always"
 
 
 def _gitdir(repo: str) -> tuple[str, str] | None:
@@ -300,8 +300,9 @@ def _bool(value: str) -> bool | None:
 
 
 def _level(config: dict[str, str]) -> int | None:
-    """The zlib level of loose objects: core.looseCompression, else core.compression, else
-    Z_BEST_SPEED (git's environment.c); None for a value not read here."""
+    """The zlib level git would write loose objects at: core.looseCompression, else
+    core.compression, else Z_BEST_SPEED (git's environment.c); None for a value not read
+    here. taskgate.looseobject writes at level 0 whatever it is (the same objects)."""
     value = config.get("core.loosecompression", config.get("core.compression", "1"))
     try:
         level = int(value)
@@ -338,88 +339,14 @@ def _has_replace_refs(common: str) -> bool:
         return False
 
 
-def _sha1_hex(data: bytes) -> str:
-    """SHA-1 of `data`, hex: CPython's builtin module (hashlib imports OpenSSL, ~2 ms)."""
-    try:
-        module = __import__("_sha1")
-    except ImportError:  # pragma: no cover - other interpreters
-        import hashlib as module
-    return str(module.sha1(data).hexdigest())
-
-
 def _parent_is_commit(objects: str, parent: str) -> bool:
     """The parent is a loose commit whose bytes hash to its name and start with its tree (what
     commit-tree -p reads before it writes; a packed parent: the git path)."""
-    import zlib
-
-    try:
-        with open(os.path.join(objects, parent[:2], parent[2:]), "rb") as handle:
-            data = zlib.decompress(handle.read())
-    except (OSError, zlib.error):
-        return False
-    nul = data.find(b"\0")
-    kind, _, size = data[:nul].partition(b" ")
-    body = data[nul + 1 :]
-    if nul < 0 or kind != b"commit" or not size.isdigit() or int(size) != len(body):
-        return False
-    if _sha1_hex(data) != parent:
+    body = looseobject.read_commit(objects, parent)
+    if body is None:
         return False
     return body[:5] == b"tree " and _HEX.issuperset(body[5:45].decode("ascii", "replace")) \
         and body[45:46] == b"\n"  # fmt: skip
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """Write every byte of `data` to `fd` (raises OSError: ENOSPC, EFBIG, EIO...)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _write_object(objects: str, oid: str, data: bytes, fsync: bool) -> bool:
-    """The loose object `oid` in place: written to a temporary file in its fan-out directory
-    and linked to its name, read-only, as object-file.c does; an object already there is
-    freshened (its mtime), as git does. False (nothing left behind) on any error."""
-    folder = os.path.join(objects, oid[:2])
-    final = os.path.join(folder, oid[2:])
-    if os.path.lexists(final):
-        try:
-            os.utime(final)
-            return True
-        except OSError:
-            return False
-    try:
-        os.mkdir(folder)
-    except FileExistsError:
-        pass
-    except OSError:
-        return False
-    for _ in range(5):
-        temp = os.path.join(folder, "tmp_obj_" + os.urandom(6).hex()[:6])
-        try:
-            fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o444)
-            break
-        except FileExistsError:
-            continue
-        except OSError:
-            return False
-    else:
-        return False
-    try:
-        try:
-            _write_all(fd, data)
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:  # noqa: SIM105  (contextlib: the hook's collections/functools imports)
-            os.link(temp, final)
-        except FileExistsError:
-            pass  # written meanwhile by another: the same bytes (git's finalize_object_file)
-    except OSError:
-        return False
-    finally:
-        _remove(temp)
-    return True
 
 
 def _update_ref(common: str, ref: str, old: str, new: str, line: str, create_log: bool,
@@ -442,7 +369,7 @@ def _update_ref(common: str, ref: str, old: str, new: str, line: str, create_log
             with open(path, "rb") as handle:
                 if handle.read(256).rstrip() != old.encode():
                     return _unlock(lock)
-            _write_all(fd, f"{new}\n".encode())
+            looseobject.write_all(fd, f"{new}\n".encode())
             if fsync:
                 os.fsync(fd)
         finally:
@@ -452,7 +379,7 @@ def _update_ref(common: str, ref: str, old: str, new: str, line: str, create_log
             return _unlock(lock)
         if log_fd >= 0:
             try:
-                _write_all(log_fd, line.encode())
+                looseobject.write_all(log_fd, line.encode())
                 if fsync:
                     os.fsync(log_fd)
             except OSError:
