@@ -4,8 +4,9 @@ and what it costs as the store's log grows.
 1. Phases: the hook program (src/taskgate/hooks/launch.py) run as Claude Code runs it, with
    timers around its parts, in one process per round: `import os` and launch.py up to
    hooks/dispatch (the interpreter's own start is not in it: compare the walls of
-   `python3 -S -c pass` and of the hook), the rest of the modules the prompt loads (imported
-   in the order the hook imports them), and the step itself (the store's transaction, the
+   `python3 -S -c pass` and of the hook), the rest of the modules the prompt loads (those of
+   hooks/preload.PROMPT_STEP preloaded as the hook does, the others imported in the order the
+   hook imports them), and the step itself (the store's transaction, the
    anchor, the answer) with everything loaded. Medians in ms. With --against DIR, the same for
    that tree's hook, interleaved, on a store of its own.
 2. The log (--log N): N prompts in a row through the hook, nothing else touching the store
@@ -43,6 +44,11 @@ source = open(LAUNCH).read()
 head, tail = source.split("HOOK_PROCESS = True", 1)
 preload = '''
 T1 = time.perf_counter_ns()
+try:  # as hooks/prompt.record does (a tree before hooks/preload.py has none)
+    from taskgate.hooks.preload import PROMPT_STEP, load
+    load(PROMPT_STEP)
+except ImportError:
+    pass
 for name in MODULES:
     if name == "_sqlite3":  # as the hook loads it (store/hook_tx.sqlite_module)
         from taskgate.store.hook_tx import sqlite_module

@@ -31,10 +31,29 @@ class Layout:
     __slots__ = ("common_dir", "repo", "state_dir", "tasks_root")
 
     def __init__(self, repo: str, common_dir: str, state_dir: str, tasks_root: str) -> None:
-        self.repo = os.path.realpath(repo)
-        self.common_dir = os.path.realpath(common_dir)
-        self.state_dir = os.path.realpath(state_dir)
-        self.tasks_root = os.path.realpath(tasks_root)
+        self.repo = real_repo = os.path.realpath(repo)
+        self.common_dir = _realpath_below(repo, real_repo, common_dir)
+        self.state_dir = _realpath_below(repo, real_repo, state_dir)
+        self.tasks_root = _realpath_below(repo, real_repo, tasks_root)
+
+
+def _realpath_below(base: str, real_base: str, path: str) -> str:
+    """os.path.realpath(path), where `real_base` is the realpath of `base`: a `path` below
+    `base` has only its components after it looked at (a repository's `.git`, `.taskgate`
+    and tasks root share every leading directory with it: an lstat each, issue 18)."""
+    rest = path[len(base) + 1 :].split("/") if path.startswith(base + "/") else []
+    if not rest or any(part in ("", ".", "..") for part in rest):
+        return os.path.realpath(path)
+    real = real_base
+    for part in rest:
+        real = os.path.join(real, part)
+        try:
+            mode = os.lstat(real).st_mode
+        except OSError:
+            return os.path.realpath(path)  # missing: realpath keeps the rest as written
+        if mode & 0o170000 == 0o120000:  # a symlink: resolved the whole way, as realpath does
+            return os.path.realpath(path)
+    return real
 
 
 class StoreUnreadable(Exception):

@@ -38,7 +38,10 @@ def _real_future(name: str) -> object:
 
 _future.__getattr__ = _real_future  # type: ignore[method-assign]
 sys.modules.setdefault("__future__", _future)
-from taskgate.hooks.dispatch import run_hook  # noqa: E402  (needs the path set above)
+from taskgate.hooks.preload import EVENTS, load  # noqa: E402  (needs the path set above)
+
+load(EVENTS.get(sys.argv[1] if len(sys.argv) > 1 else "", ()))  # hooks/preload.py: why
+from taskgate.hooks.dispatch import run_hook  # noqa: E402
 
 HOOK_PROCESS = True  # store/hook_tx.py leaves its store connection open: see _linger there
 code = run_hook(sys.argv[1:])

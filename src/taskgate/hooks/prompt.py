@@ -81,6 +81,9 @@ def record(
     if layout is None:
         _engine_path("PostgreSQL")
         return None
+    from taskgate.hooks.preload import PROMPT_STEP, load
+
+    load(PROMPT_STEP)
     session = str(data["session_id"])
     if not _effects_clean(layout, session):
         return None
