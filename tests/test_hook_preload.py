@@ -12,14 +12,13 @@ import py_compile
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import Repo
-from flow import copy_repo, implementation_template
+from flow import implementation_fixtures
 from taskgate.hooks import preload
 from test_hooks_dispatch import TASK, fixture
 
@@ -47,15 +46,7 @@ exec(compile(source, LAUNCH, "exec"), globals())
 """
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    with implementation_template(tmp_path_factory, "preload", TASK, second=True) as repo:
-        yield repo.path
-
-
-@pytest.fixture
-def impl(template: Path, tmp_path: Path) -> Repo:
-    return copy_repo(template, tmp_path / "repo")
+implementation, impl = implementation_fixtures("preload", TASK)
 
 
 def _inputs(repo: Repo) -> dict[str, dict[str, Any]]:
