@@ -252,7 +252,7 @@ def test_serves_hook_data_waits_once_for_a_full_server(
             for held in free_when_waiting:
                 release(held)
 
-    monkeypatch.setattr(pg_wait, "_say", say)
+    monkeypatch.setattr(pg_wait, "say", say)
     warm = pg_warm.Warm(url)
     held = hold(url)
     try:
@@ -343,7 +343,7 @@ def test_a_restarting_server_is_waited_for_by_a_command_a_hook_and_a_long_lived_
         # The long-lived store's connection breaks; its reconnect waits the same way.
         said: list[str] = []
         waits = threading.Event()
-        monkeypatch.setattr(pg_wait, "_say", lambda line: (said.append(line), waits.set()))
+        monkeypatch.setattr(pg_wait, "say", lambda line: (said.append(line), waits.set()))
         held.execute("SELECT pg_terminate_backend(%s)", (owner._conn.info.backend_pid,))
         outcome: list[BaseException | None] = []
 

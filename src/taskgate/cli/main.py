@@ -284,13 +284,20 @@ def simple_args(args: Sequence[str]) -> argparse.Namespace | None:
     return namespace
 
 
+# True while main() runs `taskgate [--repo X] [--session S] hook EVENT`, as parsed: a hook waits
+# for a PostgreSQL store a hook's bound, not a command's (store/pg_wait.py in_hook reads it).
+HOOK_INVOCATION = False
+
+
 def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
     """Run the CLI; returns the exit code (0 done, 1 refused, 2 usage, 3 foreign, 4 human,
     5 corrupted, 6 environment (docs/faults.md), 10 internal). `own_process`: the process
     ends with exit_with when this returns (the console script, `python -m taskgate`), so a
     plain command runs with the cyclic collector paused (_pause_gc)."""
+    global HOOK_INVOCATION
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:1] == ["hook"]:  # issue 7 fast path: one hook event, no parser, no commands
+    HOOK_INVOCATION = args_list[:1] == ["hook"]
+    if HOOK_INVOCATION:  # issue 7 fast path: one hook event, no parser, no commands
         from taskgate.hooks.dispatch import run_hook
 
         return run_hook(args_list[1:])
@@ -313,6 +320,7 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
         if plain is None and paused:  # argparse, then any command: collected as usual
             _resume_gc()
         args = plain or _parser(_command_of(args_list)).parse_args(args_list)
+        HOOK_INVOCATION = getattr(args, "command", None) == "hook"  # `--repo X hook EVENT`
         if not getattr(args, "handler", None):
             _parser().print_help()
             return EXIT_USAGE

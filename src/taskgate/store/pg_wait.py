@@ -16,10 +16,11 @@ a timeout. The bounds (docs/teams.md "Failure modes"):
 
 - a command (and `taskgate serve`'s work outside hooks) waits as long as it waits for another
   writer's lock: the store's `timeout`, TASKGATE_LOCK_TIMEOUT (60 s);
-- a hook (the command hook's process, `taskgate hook`, serve's hook threads) waits
-  TASKGATE_PG_HOOK_WAIT (5 s, at most 20): Claude Code gives a command hook 30 s, after which
-  the call proceeds as if no hook ran, and an HTTP hook 10 s (then blocks). A PreToolUse hook
-  that still cannot read the store denies guarded calls (fail closed, R-REC-14).
+- a hook (the command hook's process, `taskgate [OPTIONS] hook`, serve's hook threads) waits
+  TASKGATE_PG_HOOK_WAIT (5 s, at most 20) for all its waits together, connecting and the
+  writer lock (store/postgres.py): Claude Code gives a command hook 30 s, after which the call
+  proceeds as if no hook ran, and an HTTP hook 10 s (then blocks). A PreToolUse hook that
+  still cannot read the store denies guarded calls (fail closed, R-REC-14).
 
 libpq reports a refused login as text only (no SQLSTATE on a connection that never opened),
 so the refusals are recognised by PostgreSQL's English messages (lc_messages C/en, the
@@ -88,7 +89,8 @@ def kind_of(exc: BaseException, *, after: str | None = None) -> str | None:
 
 def in_hook() -> bool:
     """True in a hook: serve's hook threads (store/select.answer_warm), the command hook's
-    process (hooks/launch.py sets HOOK_PROCESS) or `taskgate hook EVENT` (cli/main.py)."""
+    process (hooks/launch.py sets HOOK_PROCESS) or `taskgate [OPTIONS] hook EVENT` (cli/main.py
+    sets HOOK_INVOCATION from the command line it parsed, global options and all)."""
     import _thread
 
     from taskgate.store import select
@@ -97,7 +99,7 @@ def in_hook() -> bool:
         return True
     if getattr(sys.modules.get("__main__"), "HOOK_PROCESS", False) is True:
         return True
-    return sys.argv[1:2] == ["hook"]
+    return getattr(sys.modules.get("taskgate.cli.main"), "HOOK_INVOCATION", False) is True
 
 
 def hook_bound() -> float:
@@ -109,6 +111,34 @@ def hook_bound() -> float:
     return max(0.0, min(wanted, HOOK_MAX_S))
 
 
+# Seconds each hook has waited so far, by thread: a hook's connection waits and its waits for
+# the writer lock share one budget (hook_bound), so together they stay under the 30 s after
+# which Claude Code cancels a command hook. serve's hook threads start afresh per request
+# (store/select.answer_warm); a hook process answers one event.
+_SPENT: dict[int, float] = {}
+
+
+def hook_left() -> float:
+    """What is left of this hook's budget: hook_bound() less what it has waited already."""
+    import _thread
+
+    return max(0.0, hook_bound() - _SPENT.get(_thread.get_ident(), 0.0))
+
+
+def spent(seconds: float) -> None:
+    """Count `seconds` of waiting against this hook's budget (nothing outside a hook)."""
+    if seconds > 0 and in_hook():
+        import _thread
+
+        ident = _thread.get_ident()
+        _SPENT[ident] = _SPENT.get(ident, 0.0) + seconds
+
+
+def new_hook(ident: int) -> None:
+    """Thread `ident` begins answering another hook: its budget is whole again."""
+    _SPENT.pop(ident, None)
+
+
 def lock_timeout() -> float:
     """A command's store wait, TASKGATE_LOCK_TIMEOUT seconds (engine/core.py reads it too)."""
     try:
@@ -118,9 +148,9 @@ def lock_timeout() -> float:
 
 
 def bound(command_s: float) -> float:
-    """The wait for this caller: the hook bound in a hook, else `command_s` (the store's lock
-    timeout, TASKGATE_LOCK_TIMEOUT for commands)."""
-    return hook_bound() if in_hook() else max(0.0, command_s)
+    """The wait for this caller: what is left of the hook's budget in a hook (hook_left), else
+    `command_s` (the store's lock timeout, TASKGATE_LOCK_TIMEOUT for commands)."""
+    return hook_left() if in_hook() else max(0.0, command_s)
 
 
 def connect(
@@ -135,36 +165,43 @@ def connect(
     start: float | None = None
     seen: str | None = None
     pause = 0.05
-    while True:
-        try:
-            found = attempt()
-        except errors as exc:
-            kind = kind_of(exc, after=seen)
-            if kind is None or wait_s <= 0:
-                raise
+    try:
+        while True:
+            try:
+                found = attempt()
+            except errors as exc:
+                kind = kind_of(exc, after=seen)
+                if kind is None or wait_s <= 0:
+                    raise
+                import time
+
+                now = time.monotonic()
+                if start is None:
+                    start = now
+                    say(_announce(where(), kind, exc, wait_s))
+                elif kind != seen and kind == RESTARTING:
+                    say(f"taskgate: {where()} is restarting ({_first(exc)}); still waiting")
+                seen = kind
+                left = start + wait_s - now
+                if left <= 0:
+                    setattr(exc, ATTR, (seen, now - start, wait_s))
+                    raise
+                import random
+
+                time.sleep(min(left, pause * (0.5 + random.random() / 2)))
+                pause = min(1.0, pause * 2)
+                continue
+            if start is not None:
+                import time
+
+                waited = time.monotonic() - start
+                say(f"taskgate: connected to {where()} after waiting {waited:.1f} s")
+            return found
+    finally:
+        if start is not None:  # a hook's later waits (the writer lock) get what is left
             import time
 
-            now = time.monotonic()
-            if start is None:
-                start = now
-                _say(_announce(where(), kind, exc, wait_s))
-            elif kind != seen and kind == RESTARTING:
-                _say(f"taskgate: {where()} is restarting ({_first(exc)}); still waiting")
-            seen = kind
-            left = start + wait_s - now
-            if left <= 0:
-                setattr(exc, ATTR, (seen, now - start, wait_s))
-                raise
-            import random
-
-            time.sleep(min(left, pause * (0.5 + random.random() / 2)))
-            pause = min(1.0, pause * 2)
-            continue
-        if start is not None:
-            import time
-
-            _say(f"taskgate: connected to {where()} after waiting {time.monotonic() - start:.1f} s")
-        return found
+            spent(time.monotonic() - start)
 
 
 def _first(exc: BaseException) -> str:
@@ -183,7 +220,8 @@ def _announce(where: str, kind: str, exc: BaseException, wait_s: float) -> str:
     )
 
 
-def _say(line: str) -> None:
+def say(line: str) -> None:
+    """Print `line` on stderr; a closed pipe loses only the line."""
     from contextlib import suppress
 
     if sys.stderr is None:

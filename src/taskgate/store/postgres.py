@@ -28,6 +28,7 @@ which never contains a password.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -85,6 +86,9 @@ class PgStore(Store):
         except psycopg.Error as exc:
             self._conn.close()
             raise StoreCorrupt(f"cannot open the store {describe(url)}: {exc}") from exc
+        except BaseException:  # Locked: the migrations' writer lock stayed held
+            self._conn.close()
+            raise
 
     def _connect(self) -> psycopg.Connection[Any]:
         try:  # a full or restarting server is waited for (store/pg_wait.py)
@@ -144,7 +148,9 @@ class PgStore(Store):
             pass
         c.execute("BEGIN")
         try:
-            c.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
+            wait = self._lock_wait()
+            if not self._writer_lock(wait):
+                raise self._locked(wait)
             c.execute(
                 "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
             )
@@ -225,17 +231,59 @@ class PgStore(Store):
     def _begin_write(self) -> None:
         c = self._live()
         c.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-        c.execute(f"SET LOCAL lock_timeout = {max(1, int(self.timeout * 1000))}")
+        wait = self._lock_wait()
+        if not self._writer_lock(wait):
+            c.execute("ROLLBACK")
+            raise self._locked(wait)
+
+    def _lock_wait(self, wanted: float | None = None) -> float:
+        """Seconds to wait for the writer lock: `wanted`, by default the store's timeout
+        (TASKGATE_LOCK_TIMEOUT for commands); a hook waits no longer than what is left of its
+        budget (store/pg_wait.py hook_left): Claude Code cancels a command hook after 30 s,
+        and the event it was recording would be lost without a word."""
+        wait = self.timeout if wanted is None else wanted
+        return min(wait, pg_wait.hook_left()) if pg_wait.in_hook() else wait
+
+    def _writer_lock(self, wait_s: float) -> bool:
+        """Inside a transaction: take the writer lock, waiting at most `wait_s` seconds for
+        another holder (False when that passed: the transaction is aborted, roll it back).
+        A hook's wait counts against its budget."""
+        c = self._conn
+        c.execute(f"SET LOCAL lock_timeout = {max(1, int(wait_s * 1000))}")  # 0 is no limit
+        hook = pg_wait.in_hook()
+        began = time.monotonic() if hook else 0.0
         try:
             c.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
         except pgerrors.LockNotAvailable:
-            c.execute("ROLLBACK")
-            raise Locked(
+            return False
+        finally:
+            if hook:
+                pg_wait.spent(time.monotonic() - began)
+        return True
+
+    def _locked(self, wait_s: float) -> Locked:
+        """The error when the writer lock stayed held for `wait_s` seconds; a hook also says
+        so on stderr at once (its caller reports only the message: hooks/dispatch.py)."""
+        if not pg_wait.in_hook():
+            return Locked(
                 f"another taskgate command held the store's writer lock on {describe(self.url)} "
-                f"for more than {self.timeout:g} s; nothing was changed",
+                f"for more than {wait_s:g} s; nothing was changed",
                 hint="run the command again; if it keeps happening, look for a stuck taskgate "
                 "process (pg_stat_activity, application_name = 'taskgate')",
-            ) from None
+            )
+        bound = pg_wait.hook_bound()
+        error = Locked(
+            f"another taskgate command held the store's writer lock on {describe(self.url)} "
+            f"for more than {wait_s:.1f} s, all this hook could still wait ({pg_wait.HOOK_ENV}"
+            f" = {bound:g} s for a hook's waits together); this hook event was not recorded, "
+            "nothing was changed",
+            hint="if it keeps happening, look for a stuck taskgate process (pg_stat_activity, "
+            f"application_name = 'taskgate'); to wait longer raise {pg_wait.HOOK_ENV} (at "
+            f"most {pg_wait.HOOK_MAX_S:g} s: Claude Code cancels a command hook after 30 s)",
+        )
+        pg_wait.say(f"taskgate: gave up waiting for the writer lock: {error.message}")
+        pg_wait.say(f"hint: {error.hint}")
+        return error
 
     @contextmanager
     def read(self) -> Iterator[Tx]:
@@ -331,11 +379,7 @@ class PgStore(Store):
         except psycopg.OperationalError as exc:
             raise unreachable(self.url, exc) from None
         try:
-            wait_ms = max(1, int((self.timeout if wait_s is None else wait_s) * 1000))
-            c.execute(f"SET LOCAL lock_timeout = {wait_ms}")
-            try:
-                c.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
-            except pgerrors.LockNotAvailable:
+            if not self._writer_lock(self._lock_wait(wait_s)):
                 return "busy"
             text = snapshot.render(pg_hook.collect(QmarkConnection(c), json.loads))
             row = c.execute(pg_schema.CLOCK_READ).fetchone()

@@ -214,4 +214,8 @@ def answer_warm(on: bool) -> None:
     PreToolUse data then comes from memory checked against the clock (store/pg_warm.py)."""
     import _thread
 
-    (_WARM.add if on else _WARM.discard)(_thread.get_ident())
+    from taskgate.store import pg_wait
+
+    ident = _thread.get_ident()
+    pg_wait.new_hook(ident)  # each request's waits have the whole hook budget
+    (_WARM.add if on else _WARM.discard)(ident)
