@@ -66,7 +66,18 @@ def _inputs(repo: Repo) -> dict[str, dict[str, Any]]:
         "PostToolUse Edit": fixture(
             "post_tool_use_write", repo, session_id="s1", tool_input={"file_path": str(notes)}
         ),
-        "SessionStart": fixture("session_start", repo, session_id="s7", source="startup"),
+        "SessionStart of a new session": fixture(
+            "session_start", repo, session_id="s7", source="startup"
+        ),
+        "SessionStart resuming the session holding the task": fixture(
+            "session_start", repo, session_id="s1", source="resume"
+        ),
+        "SessionStart after /clear": fixture(
+            "session_start", repo, session_id="s1", source="clear"
+        ),
+        "SessionStart after compaction": fixture(
+            "session_start", repo, session_id="s2", source="compact"
+        ),
     }
 
 
@@ -94,7 +105,7 @@ def test_each_list_names_only_modules_its_event_imports(impl: Repo, tmp_path: Pa
         event = data["hook_event_name"]
         assert asked[: len(preload.EVENTS[event])] == list(preload.EVENTS[event]), label
         assert set(asked) <= loaded, (label, sorted(set(asked) - loaded))
-        if "holding the task" in label:
+        if label == "a prompt of the session holding the task":
             assert asked[len(preload.EVENTS[event]) :] == list(preload.PROMPT_STEP), label
             seen_prompt_step = True
         for name in asked:  # parents first: each name's package is loaded or listed before it

@@ -34,20 +34,27 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# The taskgate modules each event imports whatever path it takes in dispatch.py's handlers, in
-# the order they are first imported; the rest of an event's modules are imported as usual.
+# The taskgate modules each event imports in a governed repository whatever path it takes in
+# dispatch.py's handlers, in the order they are first imported; the rest of an event's modules
+# are imported as usual. (Outside any taskgate repository the store's modules among them are
+# loaded for nothing: about 0.1 ms.)
 _FIRST = ("taskgate.hooks.jsonio", "taskgate.hooks.dispatch")
 _STORE = ("taskgate.store", "taskgate.store.snapshot")
 _PROMPT = (*_FIRST, "taskgate.hooks.quick", "taskgate.hooks.context", *_STORE,
            "taskgate.store.canon")  # fmt: skip
 _TOOL = (*_FIRST, "taskgate.hooks.context", "taskgate.hooks.policy", "taskgate.hooks.judge",
          *_STORE, "taskgate.store.dbfile", "taskgate.store.canon")  # fmt: skip
+_START = (*_FIRST, "taskgate.hooks.entries", "taskgate.hooks.settings_check",
+          "taskgate.hooks.context", "taskgate.server", "taskgate.server.peers",
+          "taskgate.hooks.quick", "taskgate.hooks.resume", "taskgate.store",
+          "taskgate.store.hook_tx", "taskgate.store.schema", "taskgate.store.snapshot",
+          "taskgate.store.snapshot_clock")  # fmt: skip
 EVENTS: dict[str, tuple[str, ...]] = {
     "UserPromptSubmit": _PROMPT,
     "Stop": _PROMPT,
     "PreToolUse": _TOOL,
-    "PostToolUse": _FIRST,
-    "SessionStart": _FIRST,
+    "PostToolUse": _FIRST,  # what follows depends on the tool and the Bash line
+    "SessionStart": _START,
 }
 # What a prompt of a session holding a task loads next (hooks/prompt.record): the effect
 # check, the message classifier, the store's write transaction and the anchor.
