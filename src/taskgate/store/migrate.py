@@ -113,7 +113,7 @@ def pg_applied(url: str) -> list[str]:
     import psycopg
     from psycopg import errors as pgerrors
 
-    from taskgate.store import pg_wait
+    from taskgate.store import pg_hook, pg_wait
     from taskgate.store.postgres import describe, unreachable
 
     try:
@@ -122,6 +122,7 @@ def pg_applied(url: str) -> list[str]:
             (psycopg.OperationalError,),
             where=lambda: describe(url),
             wait_s=pg_wait.bound(pg_wait.lock_timeout()),
+            diagnose=lambda: pg_hook.refusal_state(url, 10),  # a refusal in another language
         )
         with conn:
             try:

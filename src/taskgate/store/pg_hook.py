@@ -169,13 +169,67 @@ SAME: dict[str, Any] = {}
 _CLOCK_READ = "SELECT seq FROM snapshot_clock WHERE id = 1"
 
 
+def _params(url: str, connect_timeout: int, name: bytes) -> tuple[Any, Any]:
+    """PQconnectdbParams' keywords and values: the URL (expand_dbname: its own keys too)."""
+    keys = (ctypes.c_char_p * 4)(b"dbname", b"connect_timeout", b"application_name", None)
+    values = (ctypes.c_char_p * 4)(url.encode("utf-8"), str(connect_timeout).encode(), name, None)
+    return keys, values
+
+
+_POLL_FAILED, _POLL_READING, _POLL_WRITING, _POLL_OK = 0, 1, 2, 3  # PostgresPollingStatusType
+_VERBOSE = 2  # PQERRORS_VERBOSE: the error text carries the SQLSTATE
+
+
+def refusal_state(url: str, connect_timeout: int, lib: ctypes.CDLL | None = None) -> str | None:
+    """The SQLSTATE with which the server refuses a connection right now, read in any language:
+    one more connection attempt, with libpq's verbose errors set before the server answers
+    (`FATAL:  53300: ...`; libpq keeps no SQLSTATE of a refused login otherwise). "" when
+    that attempt connected (closed at once); None without libpq, when nothing answered within
+    `connect_timeout`, or when the text carries no code. For store/pg_wait.py refusal_kind:
+    both the hook's libpq path and psycopg's (which exposes no verbosity before connecting)."""
+    lib = lib or _load()
+    if lib is None:
+        return None
+    p = ctypes.c_void_p
+    lib.PQconnectStartParams.restype = p
+    lib.PQconnectStartParams.argtypes = [ctypes.POINTER(ctypes.c_char_p)] * 2 + [ctypes.c_int]
+    lib.PQconnectPoll.restype = ctypes.c_int
+    lib.PQconnectPoll.argtypes = [p]
+    lib.PQsocket.restype = ctypes.c_int
+    lib.PQsocket.argtypes = [p]
+    lib.PQsetErrorVerbosity.argtypes = [p, ctypes.c_int]
+    handle = lib.PQconnectStartParams(*_params(url, connect_timeout, b"taskgate-check"), 1)
+    if not handle:
+        return None
+    import select
+    import time
+
+    try:
+        lib.PQsetErrorVerbosity(handle, _VERBOSE)
+        deadline = time.monotonic() + max(1, connect_timeout)
+        status = _POLL_WRITING  # PQconnectStart began it: poll once the socket is ready
+        while True:
+            if status == _POLL_OK:
+                return ""
+            sock = lib.PQsocket(handle)
+            left = deadline - time.monotonic()
+            if status == _POLL_FAILED or sock < 0 or left <= 0:
+                break
+            reading = status == _POLL_READING
+            select.select([sock] if reading else [], [] if reading else [sock], [], left)
+            status = lib.PQconnectPoll(handle)
+        text = (lib.PQerrorMessage(handle) or b"").decode("utf-8", "replace")
+    finally:
+        lib.PQfinish(handle)
+    from taskgate.store import pg_wait
+
+    return pg_wait.state_in(text)
+
+
 def _connect(lib: ctypes.CDLL, url: str, connect_timeout: int) -> int:
     """An open connection's handle; a server that is full or restarting is waited for up to
     the hook's bound (store/pg_wait.py), anything else raises HookStoreError at once."""
-    keys = (ctypes.c_char_p * 4)(b"dbname", b"connect_timeout", b"application_name", None)
-    values = (ctypes.c_char_p * 4)(
-        url.encode("utf-8"), str(connect_timeout).encode(), b"taskgate-hook", None
-    )
+    keys, values = _params(url, connect_timeout, b"taskgate-hook")
 
     def attempt() -> int:
         handle = lib.PQconnectdbParams(keys, values, 1)  # expand_dbname: the URL's own keys
@@ -192,7 +246,10 @@ def _connect(lib: ctypes.CDLL, url: str, connect_timeout: int) -> int:
     except HookStoreError as exc:
         from taskgate.store import pg_wait  # only when the first attempt was refused
 
-        if pg_wait.kind_of(exc) is None:
+        def diagnose() -> str | None:  # a refusal in another language: its SQLSTATE
+            return refusal_state(url, connect_timeout, lib)
+
+        if pg_wait.kind_of(exc) is None and pg_wait.refusal_kind(diagnose) is None:
             raise
 
         def where() -> str:
@@ -200,7 +257,10 @@ def _connect(lib: ctypes.CDLL, url: str, connect_timeout: int) -> int:
 
             return describe(url)
 
-        return pg_wait.connect(attempt, (HookStoreError,), where=where, wait_s=pg_wait.hook_bound())
+        return pg_wait.connect(
+            attempt, (HookStoreError,), where=where, wait_s=pg_wait.hook_left(),
+            diagnose=diagnose,
+        )  # fmt: skip
 
 
 def snapshot(

@@ -22,9 +22,11 @@ a timeout. The bounds (docs/teams.md "Failure modes"):
   proceeds as if no hook ran, and an HTTP hook 10 s (then blocks). A PreToolUse hook that
   still cannot read the store denies guarded calls (fail closed, R-REC-14).
 
-libpq reports a refused login as text only (no SQLSTATE on a connection that never opened),
-so the refusals are recognised by PostgreSQL's English messages (lc_messages C/en, the
-default); a server that sends them translated is not recognised and fails at once, as before.
+libpq reports a refused login as text only (no SQLSTATE on a connection that never opened).
+A refusal is recognised by a SQLSTATE on the error or in libpq's verbose text, else by
+PostgreSQL's English messages (lc_messages C/en, the default), else by one more attempt with
+libpq's verbose errors (store/pg_hook.py refusal_state: `FATAL:  53300: ...`), so a server
+answering in another language is waited for too (docs/teams.md "In any language").
 
 Only the standard library, imported lazily beyond `os` and `sys`: the hook process imports
 this module on every guarded call.
@@ -69,15 +71,30 @@ _RESTARTING = (
 _GAP = ("connection refused", "no such file or directory", "server closed the connection")
 
 
+_KINDS = {"53300": FULL, "57P03": RESTARTING}
+
+
+def state_in(text: str) -> str | None:
+    """The SQLSTATE in libpq's verbose error text (PQERRORS_VERBOSE: `FATAL:  53300: ...`, in
+    any language: the code is never translated), else None."""
+    for part in text.split(":  ")[1:]:
+        code, colon, _ = part.partition(": ")
+        if colon and len(code) == 5 and all(c in _CODE_CHARS for c in code):
+            return code
+    return None
+
+
+_CODE_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
 def kind_of(exc: BaseException, *, after: str | None = None) -> str | None:
     """FULL, RESTARTING, or None for a failure that is not retried. `after` is the kind seen
     earlier in the same wait: after RESTARTING, nothing listening is the restart's gap."""
-    state = getattr(exc, "sqlstate", None)
-    if state == "53300":
-        return FULL
-    if state == "57P03":
-        return RESTARTING
-    text = str(exc).lower()
+    text = str(exc)
+    state = getattr(exc, "sqlstate", None) or state_in(text)
+    if state is not None:
+        return _KINDS.get(state)
+    text = text.lower()
     if any(m in text for m in _FULL):
         return FULL
     if any(m in text for m in _RESTARTING):
@@ -85,6 +102,22 @@ def kind_of(exc: BaseException, *, after: str | None = None) -> str | None:
     if after == RESTARTING and any(m in text for m in _GAP):
         return RESTARTING
     return None
+
+
+PASSED = "passed"  # refusal_kind: the diagnosing connection opened (nothing refuses now)
+
+
+def refusal_kind(diagnose: Callable[[], str | None]) -> str | None:
+    """FULL or RESTARTING from the SQLSTATE `diagnose()` reads: a second connection attempt
+    with libpq's verbose errors (store/pg_hook.py refusal_state), for a refusal whose text is
+    not PostgreSQL's English. libpq keeps no SQLSTATE of a refused login (psycopg's
+    OperationalError.sqlstate is None at connect), but its verbose text carries the code.
+    PASSED when that attempt connected; None for every other outcome (no libpq, nothing
+    answered, another SQLSTATE such as 28P01 or 3D000: not retried)."""
+    state = diagnose()
+    if state == "":
+        return PASSED
+    return _KINDS.get(state or "")
 
 
 def in_hook() -> bool:
@@ -159,18 +192,34 @@ def connect(
     *,
     where: Callable[[], str],
     wait_s: float,
+    diagnose: Callable[[], str | None] | None = None,
 ) -> T:
     """attempt() until it returns, fails with a failure kind_of() does not retry, or `wait_s`
-    seconds of refusals have passed; the last exception is then raised with ATTR set."""
+    seconds of refusals have passed; the last exception is then raised with ATTR set.
+    `diagnose` reads the SQLSTATE of a refusal whose text kind_of() does not know (a server
+    answering in another language; store/pg_hook.py refusal_state): "" when its own attempt
+    connected (then attempt() once more at once), None when nothing answered."""
     start: float | None = None
     seen: str | None = None
     pause = 0.05
+    passed = False
+    known: dict[str, str] = {}  # a refusal's text -> the kind diagnose() found for it
     try:
         while True:
             try:
                 found = attempt()
             except errors as exc:
-                kind = kind_of(exc, after=seen)
+                kind = kind_of(exc, after=seen) or known.get(str(exc))
+                if kind is None and diagnose is not None:
+                    state = diagnose()
+                    if state == "" and not passed:
+                        passed = True  # the refusal passed meanwhile: once more, at once
+                        continue
+                    kind = _KINDS.get(state or "")
+                    if state is None and seen == RESTARTING:
+                        kind = RESTARTING  # nothing answers now: the restart's gap (kind_of)
+                    if kind is not None:
+                        known[str(exc)] = kind  # the same words again: no second diagnosis
                 if kind is None or wait_s <= 0:
                     raise
                 import time

@@ -54,6 +54,7 @@ class Warm:
                 (psycopg.OperationalError,),
                 where=lambda: describe(self.url),
                 wait_s=pg_wait.hook_bound(),
+                diagnose=lambda: pg_hook.refusal_state(self.url, 5),
             )
         return self._conn
 

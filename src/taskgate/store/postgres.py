@@ -102,6 +102,7 @@ class PgStore(Store):
                 (psycopg.OperationalError,),
                 where=lambda: describe(self.url),
                 wait_s=pg_wait.bound(self.timeout),
+                diagnose=lambda: pg_hook.refusal_state(self.url, self.connect_timeout),
             )
             if self.read_only:  # `taskgate audit`: the server itself refuses any write (R-AUD-12)
                 conn.execute("SET default_transaction_read_only = on")
@@ -421,7 +422,8 @@ def read_hook_snapshot(url: str, *, connect_timeout: int = 5) -> dict[str, Any]:
             ),
             (psycopg.OperationalError,),
             where=lambda: describe(url),
-            wait_s=pg_wait.hook_bound(),
+            wait_s=pg_wait.hook_left(),
+            diagnose=lambda: pg_hook.refusal_state(url, connect_timeout),
         )  # fmt: skip
         with conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
