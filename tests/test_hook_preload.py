@@ -5,6 +5,7 @@ that raises) is left to the import system, which then behaves as it always does.
 
 from __future__ import annotations
 
+import compileall
 import importlib.util
 import json
 import os
@@ -66,6 +67,16 @@ def _inputs(repo: Repo) -> dict[str, dict[str, Any]]:
         "PostToolUse Edit": fixture(
             "post_tool_use_write", repo, session_id="s1", tool_input={"file_path": str(notes)}
         ),
+        "PostToolUse Edit of a session holding no task": fixture(
+            "post_tool_use_write", repo, session_id="s9", tool_input={"file_path": str(notes)}
+        ),
+        "PostToolUse Bash writing a file": fixture(
+            "post_tool_use_write",
+            repo,
+            session_id="s1",
+            tool_name="Bash",
+            tool_input={"command": f"echo x > {notes}"},
+        ),
         "SessionStart of a new session": fixture(
             "session_start", repo, session_id="s7", source="startup"
         ),
@@ -97,21 +108,26 @@ def _recorded(repo: Repo, data: dict[str, Any], tmp_path: Path) -> tuple[list[st
 
 def test_each_list_names_only_modules_its_event_imports(impl: Repo, tmp_path: Path) -> None:
     """Without preloading, each event's usual path imports every module its list names (and
-    the prompt of a session holding a task those of PROMPT_STEP too): a list that went stale
-    would load modules for nothing."""
-    seen_prompt_step = False
+    the prompt of a session holding a task those of PROMPT_STEP, PostToolUse recording a
+    call's writes those of POST_RECORD): a list that went stale would load modules for
+    nothing."""
+    seen_prompt_step = seen_post_record = False
     for label, data in _inputs(impl).items():
         asked, loaded = _recorded(impl, data, tmp_path)
         event = data["hook_event_name"]
         assert asked[: len(preload.EVENTS[event])] == list(preload.EVENTS[event]), label
         assert set(asked) <= loaded, (label, sorted(set(asked) - loaded))
+        later = asked[len(preload.EVENTS[event]) :]
         if label == "a prompt of the session holding the task":
-            assert asked[len(preload.EVENTS[event]) :] == list(preload.PROMPT_STEP), label
+            assert later == list(preload.PROMPT_STEP), label
             seen_prompt_step = True
+        elif label.startswith("PostToolUse"):
+            assert later == list(preload.POST_RECORD), label
+            seen_post_record = True
         for name in asked:  # parents first: each name's package is loaded or listed before it
             parent = name.rpartition(".")[0]
             assert parent in ("taskgate", "taskgate.hooks") or parent in asked[: asked.index(name)]
-    assert seen_prompt_step
+    assert seen_prompt_step and seen_post_record
 
 
 _ATTRIBUTES = """
@@ -160,8 +176,9 @@ def _attributes(names: list[str], preloaded: bool, src: Path = SRC) -> dict[str,
 
 
 def test_a_preloaded_module_is_the_module_the_import_system_makes() -> None:
+    compileall.compile_dir(SRC / "taskgate", quiet=1)  # bytecode as an installed package has it
     names = ["taskgate", "taskgate.hooks"]
-    for listed in (*preload.EVENTS.values(), preload.PROMPT_STEP):
+    for listed in (*preload.EVENTS.values(), preload.PROMPT_STEP, preload.POST_RECORD):
         names += [n for n in listed if n not in names]
     assert _attributes(names, preloaded=True) == _attributes(names, preloaded=False)
 

@@ -346,6 +346,9 @@ def post_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
     if analysis is not None and _writes_nothing(analysis):
         return _context_output("PostToolUse", found) if found else None
     if not found:  # the usual case: recorded without the engine (hooks/quick.py, issue 18)
+        from taskgate.hooks.preload import POST_RECORD, load
+
+        load(POST_RECORD)
         from taskgate.hooks.quick import record
 
         if record(data, analysis) is not None:

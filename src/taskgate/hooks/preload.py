@@ -64,6 +64,12 @@ PROMPT_STEP = (
     "taskgate.anchor_write", "taskgate.looseobject", "taskgate.gitplumb",
 )  # fmt: skip
 
+# What PostToolUse loads to record a call's writes (hooks/quick.record), after the effect check.
+POST_RECORD = (
+    "taskgate.hooks.quick", "taskgate.hooks.policy", "taskgate.store", "taskgate.store.hook_tx",
+    "taskgate.store.schema", "taskgate.store.snapshot", "taskgate.store.snapshot_clock",
+)  # fmt: skip
+
 _EMPTY_FLAGS = b"\0\0\0\0"  # PEP 552: a timestamp pyc
 
 
