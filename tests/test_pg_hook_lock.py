@@ -28,6 +28,7 @@ import pytest
 
 import pgserver
 from conftest import SRC, Repo, make_repo
+from taskgate.hooks import codex_install
 from taskgate.hooks.install import default_program, hook_command
 from taskgate.store import pg_wait
 from taskgate.store.postgres import WRITER_LOCK
@@ -79,6 +80,8 @@ def run_hook(repo: Repo, how: str, event: str, data: dict[str, Any]) -> subproce
     env.update(ENV, PYTHONPATH=str(SRC))
     if how == "installed":
         argv = ["/bin/sh", "-c", hook_command(default_program(), event)]
+    elif how == "codex":  # `hooks install --client codex`: Codex also cancels a hook after 30 s
+        argv = ["/bin/sh", "-c", hook_command(codex_install.default_program(), event)]
     else:  # `taskgate --repo X hook EVENT`, `taskgate --session S hook EVENT`
         option = ["--repo", str(repo.path)] if how == "--repo" else ["--session=s1"]
         argv = [sys.executable, "-m", "taskgate", *option, "hook", event]
@@ -110,6 +113,8 @@ def within_claudes_timeout(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
         ("installed", "SessionEnd"),
         ("--repo", "UserPromptSubmit"),
         ("--session", "PostToolUse"),
+        ("codex", "UserPromptSubmit"),
+        ("codex", "PostToolUse"),
     ],
 )
 def test_a_hook_gives_up_on_a_held_writer_lock_within_its_bound_and_writes_nothing(

@@ -11,4 +11,7 @@ import sys
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from taskgate.hooks.codex_adapter import run_codex_hook  # noqa: E402  (needs the path set above)
 
+# A hook's process: store/pg_wait.py gives its PostgreSQL waits a hook's bound, not a command's
+# (Codex cancels a hook after 30 s). Not HOOK_PROCESS: this process exits normally (launch.py).
+CODEX_HOOK_PROCESS = True
 sys.exit(run_codex_hook(sys.argv[1:]))

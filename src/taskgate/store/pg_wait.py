@@ -122,15 +122,19 @@ def refusal_kind(diagnose: Callable[[], str | None]) -> str | None:
 
 def in_hook() -> bool:
     """True in a hook: serve's hook threads (store/select.answer_warm), the command hook's
-    process (hooks/launch.py sets HOOK_PROCESS) or `taskgate [OPTIONS] hook EVENT` (cli/main.py
-    sets HOOK_INVOCATION from the command line it parsed, global options and all)."""
+    process (hooks/launch.py sets HOOK_PROCESS, codex_launch.py CODEX_HOOK_PROCESS) or
+    `taskgate [OPTIONS] hook EVENT` (cli/main.py sets HOOK_INVOCATION from the command line
+    it parsed, global options and all)."""
     import _thread
 
     from taskgate.store import select
 
     if _thread.get_ident() in select._WARM:
         return True
-    if getattr(sys.modules.get("__main__"), "HOOK_PROCESS", False) is True:
+    main = sys.modules.get("__main__")
+    if getattr(main, "HOOK_PROCESS", False) is True:
+        return True
+    if getattr(main, "CODEX_HOOK_PROCESS", False) is True:  # hooks/codex_launch.py
         return True
     return getattr(sys.modules.get("taskgate.cli.main"), "HOOK_INVOCATION", False) is True
 
