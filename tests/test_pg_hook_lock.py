@@ -145,7 +145,8 @@ def test_a_hook_gives_up_on_a_held_writer_lock_within_its_bound_and_writes_nothi
     assert "TASKGATE_LOCK_TIMEOUT" not in err  # not the command's bound
     if event == "UserPromptSubmit":  # Claude is told too (additionalContext)
         context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
-        assert "writer lock" in context
+        assert "did not record this UserPromptSubmit" in context and "writer lock" in context
+        assert "taskgate recover" not in context  # nothing to repair: only to say it again
 
     # The same event with the lock free is recorded: the one above really was lost, and said so.
     code, out, err = within_claudes_timeout(run_hook(repo, how, event, data))

@@ -147,6 +147,11 @@ def _internal_error(event: str, data: dict[str, Any], exc: Exception) -> dict[st
         if data.get("tool_name") in READ_ONLY:
             return None
         return _deny_output(text)
+    from taskgate.errors import EnvironmentFault
+
+    if isinstance(exc, EnvironmentFault):  # the machine refused (a held store lock): no repair
+        hint = f"; {exc.hint}" if exc.hint else ""
+        text = f"[{rule}] taskgate did not record this {event} ({type(exc).__name__}: {exc}){hint}"
     print(f"taskgate hook {event}: {text}", file=sys.stderr)
     if event in ("SessionStart", "UserPromptSubmit"):
         return _context_output(event, text)
