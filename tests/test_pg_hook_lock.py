@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from taskgate.hooks import codex_install
 from taskgate.hooks.install import default_program, hook_command
 from taskgate.store import pg_wait
 from taskgate.store.postgres import WRITER_LOCK
+from test_pg_wait import hold, limited_database, release
 
 TASK = "add-login"
 CLAUDE_HOOK_TIMEOUT = 30  # seconds: Claude Code cancels a command hook after this
@@ -73,11 +75,14 @@ def event_input(repo: Repo, event: str) -> dict[str, Any]:
     raise AssertionError(event)
 
 
-def run_hook(repo: Repo, how: str, event: str, data: dict[str, Any]) -> subprocess.Popen[str]:
+def run_hook(
+    repo: Repo, how: str, event: str, data: dict[str, Any], bound: float = BOUND
+) -> subprocess.Popen[str]:
     """The hook as Claude Code runs it (the installed program through a shell), or the console
     command with global options before `hook`."""
     env = {k: v for k, v in os.environ.items() if k != "TASKGATE_SESSION"}
     env.update(ENV, PYTHONPATH=str(SRC))
+    env[pg_wait.HOOK_ENV] = f"{bound:g}"
     if how == "installed":
         argv = ["/bin/sh", "-c", hook_command(default_program(), event)]
     elif how == "codex":  # `hooks install --client codex`: Codex also cancels a hook after 30 s
@@ -213,3 +218,39 @@ def test_a_hooks_connection_wait_and_lock_wait_share_one_budget(
     assert pg_wait._SPENT.get(ident) is None  # the next request's hook has the whole budget
     pg_wait.spent(10)  # outside a hook: nothing counted
     assert pg_wait._SPENT.get(ident) is None
+
+
+def test_a_hook_that_waited_to_connect_waits_only_the_rest_for_the_lock(
+    pg: pgserver.PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server is full when the hook starts (it waits for a connection), then the writer
+    lock is held: what it waits for the lock is what the connection left of its budget, so its
+    waits together stay within TASKGATE_PG_HOOK_WAIT (each alone within it is not enough: 20 s
+    for each would outlast Claude Code's 30 s)."""
+    url, admin = limited_database(pg)
+    monkeypatch.setenv("TASKGATE_DATABASE_URL", url)
+    repo = make_repo(tmp_path / "repo")
+    repo.ok("start", TASK)
+    data = event_input(repo, "UserPromptSubmit")
+    before = store_state(admin)
+    holder = hold_writer_lock(admin)  # the superuser: outside the role's connection limit
+    held = hold(url)
+    try:
+        proc = run_hook(repo, "installed", "UserPromptSubmit", data, bound=4)
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        assert "is full" in first and "waiting up to 4 s" in first, first
+        time.sleep(1.5)  # part of the budget goes to the connection
+        release(held)
+        code, out, err = within_claudes_timeout(proc)
+        assert store_state(admin) == before
+    finally:
+        release(held)
+        holder.rollback()
+        holder.close()
+    assert code == 0, (out, err)
+    connected = [float(x) for x in re.findall(r"after waiting ([0-9.]+) s", err)]
+    locked = [float(x) for x in re.findall(r"writer lock .* for more than ([0-9.]+) s", err)]
+    assert connected and locked, err
+    assert sum(connected) >= 1.5 - 0.1  # it did wait to connect
+    assert sum(connected) + locked[0] <= 4 + 0.1  # printed to 0.1 s
