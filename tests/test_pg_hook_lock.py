@@ -254,3 +254,40 @@ def test_a_hook_that_waited_to_connect_waits_only_the_rest_for_the_lock(
     assert connected and locked, err
     assert sum(connected) >= 1.5 - 0.1  # it did wait to connect
     assert sum(connected) + locked[0] <= 4 + 0.1  # printed to 0.1 s
+
+
+def test_the_migrations_writer_lock_is_bounded_too(
+    pg: pgserver.PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store that still needs its migrations takes the writer lock to apply them; that wait
+    had no lock_timeout at all (a command, or a hook, waited as long as the holder). Now a
+    command waits TASKGATE_LOCK_TIMEOUT and a hook its budget; nothing is created meanwhile."""
+    url = pg.fresh_database()
+    monkeypatch.setenv("TASKGATE_DATABASE_URL", url)
+    repo = make_repo(tmp_path / "repo")
+    empty = pg.fresh_database()  # the workspace's database, never opened: no tables yet
+    monkeypatch.setenv("TASKGATE_DATABASE_URL", empty)
+    holder = hold_writer_lock(empty)
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "TASKGATE_SESSION"}
+        env.update(PYTHONPATH=str(SRC), TASKGATE_LOCK_TIMEOUT="2")
+        try:
+            done = subprocess.run([sys.executable, "-m", "taskgate", "status"], cwd=repo.path,
+                                  env=env, capture_output=True, text=True,
+                                  timeout=CLAUDE_HOOK_TIMEOUT)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the command waited for the migrations' lock unbounded") from None
+        assert done.returncode == 6, done  # locked
+        assert "writer lock" in done.stderr and "for more than 2 s" in done.stderr, done.stderr
+        code, out, err = within_claudes_timeout(
+            run_hook(repo, "installed", "UserPromptSubmit", event_input(repo, "UserPromptSubmit"))
+        )
+        assert code == 0 and "gave up waiting for the writer lock" in err, (out, err)
+        with psycopg.connect(empty) as conn:
+            tables = conn.execute(
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public'"
+            ).fetchone()
+        assert tables == (0,)  # nothing created while it waited
+    finally:
+        holder.rollback()
+        holder.close()
