@@ -133,10 +133,10 @@ def _git(args: list[str], repo: str, extra: dict[str, str] | None = None,
     18)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update({"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}, **(extra or {}))
-    from taskgate.spawn import output
+    from taskgate.spawn import git
 
-    try:
-        code, out = output(["git", "-C", repo, *args], env, stdin)
+    try:  # the git no agent can have planted on PATH (spawn.git_program), or none
+        code, out = git(["-C", repo, *args], env, stdin)
     except OSError:
         return 127, ""
     return code, out.decode("utf-8", "replace")

@@ -256,6 +256,8 @@ def classify(exc: BaseException) -> TaskgateError | None:
         seen.add(id(current))
         if isinstance(current, TaskgateError):
             return current
+        if isinstance(current, OSError) and hasattr(current, "hint"):  # spawn.UntrustedGit
+            return EnvironmentFault(getattr(current, "message", str(current)), hint=current.hint)
         if isinstance(current, OSError) and current.errno in _CLASSIFIED:
             return from_os_error(current)
         if type(current).__module__ == "sqlite3":

@@ -175,6 +175,11 @@ def pre_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
 
         layout, actor = _WATCH.pop()
         before_tool(layout, actor, data["session_id"])
+    elif os.path.exists(guard_marker(data["session_id"])):  # one stat: a guarded session
+        from taskgate.spawn import git_program
+
+        git_program()  # its PostToolUse compares with git: none the agent cannot have planted
+        # raises, and the call is denied (R-REC-14, read-only tools excepted: _internal_error)
     return None
 
 

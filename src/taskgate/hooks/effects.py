@@ -10,9 +10,10 @@ goes to hooks/quarantine.py (moved aside into a ref, recorded, reported). Every 
 does the same check first and re-baselines after its own work (engine/core.py calls
 `before_step` / `after_step`), so a change made outside any hook is caught by the next command.
 
-The hook side imports nothing heavy: git runs through `os.posix_spawnp` with the environment
+The hook side imports nothing heavy: git runs through `os.posix_spawn` with the environment
 hygiene of taskgate.process (no inherited GIT_*, LC_ALL=C, no prompts), because loading
-subprocess and the git layer would cost the hook more than the comparison itself.
+subprocess and the git layer would cost the hook more than the comparison itself; which git is
+taskgate.spawn's choice, never a `git` the agent planted earlier on PATH.
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ def run_git(
     """(exit code, stdout) of `git -C cwd args...`; stderr is discarded."""
     env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith("GIT_CONFIG")}
     env.update(LC_ALL="C", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", **(extra or {}))
-    from taskgate.spawn import output
+    from taskgate.spawn import git
 
-    # No fsmonitor and no hooks: a configured one would run a program of the agent's.
+    # No fsmonitor and no hooks: a configured one would run a program of the agent's. The git
+    # itself is one the agent cannot have planted on PATH (spawn.git_program).
     safe = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"]
-    return output(["git", "-C", cwd, *safe, *args], env, stdin)
+    return git(["-C", cwd, *safe, *args], env, stdin)
 
 
 # -- fingerprints ----------------------------------------------------------------------------
@@ -409,8 +411,13 @@ def _path(entry: str) -> str:
 def before_tool(layout: Layout, actor: Actor, session: str) -> None:
     """PreToolUse of a session holding a task: make sure its baseline exists. From then on
     every taskgate step keeps it current (hooks/quarantine.py after_step)."""
+    if actor.task is None or actor.agent:
+        return
+    from taskgate.spawn import git_program
+
+    git_program()  # fail closed (R-REC-14) when no git on PATH is out of the agent's reach
     path = baseline_path(layout.state_dir, session)
-    if actor.task is None or actor.agent or os.path.exists(path):
+    if os.path.exists(path):
         return
     save(path, take(layout, actor, session))
     from taskgate.hooks.context import remember_session

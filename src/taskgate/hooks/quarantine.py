@@ -56,9 +56,20 @@ def layout_of(engine: Engine) -> Layout:
 def before_step(engine: Engine, task: str) -> None:
     """First step of a command on `task`: compare the baseline, quarantine what changed.
     Only sessions the hooks watch have a baseline (PreToolUse makes it). Without git or with
-    an unreadable worktree there is nothing to compare: the command goes on."""
-    with contextlib.suppress(OSError):
+    an unreadable worktree there is nothing to compare: the command goes on. Without a git
+    the agent cannot have planted (taskgate.spawn.git_program) it goes on too, and says so:
+    the baseline stays, so the next check that has one finds what changed."""
+    from taskgate.spawn import UntrustedGit
+
+    try:
         _before_step(engine, task)
+    except UntrustedGit as exc:
+        import sys
+
+        print(f"taskgate: warning: the effect check did not run: {exc.message}\n"
+              f"hint: {exc.hint}", file=sys.stderr)  # fmt: skip
+    except OSError:
+        pass
 
 
 def after_step(engine: Engine, task: str, session: str | None = None) -> None:
