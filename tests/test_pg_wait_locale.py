@@ -254,3 +254,18 @@ def test_libpqs_own_words_stay_english_under_a_german_user_locale(
     assert done.returncode == 0 and len(lines) == 2, done
     for line in lines:  # the hook's libpq (ctypes), then psycopg's
         assert line.startswith(f"{pg_wait.RESTARTING} ") and "No such file" in line, line
+
+
+def test_a_sqlstate_in_libpqs_verbose_text_decides_the_kind() -> None:
+    failed = 'connection to server on socket "/s/.s.PGSQL.5432" failed: FATAL:  '
+    where = "\nLOCATION:  InitializeSessionUserId, miscinit.c:770"
+    assert pg_wait.state_in(failed + '53300: zu viele Verbindungen von Rolle "a"' + where) == (
+        "53300"
+    )
+    assert pg_wait.kind_of(RuntimeError(failed + "53300: zu viele Verbindungen")) == pg_wait.FULL
+    assert pg_wait.kind_of(RuntimeError(failed + "57P03: das Datenbanksystem fährt herunter")) == (
+        pg_wait.RESTARTING
+    )
+    assert pg_wait.kind_of(RuntimeError(failed + "3D000: Datenbank existiert nicht")) is None
+    assert pg_wait.kind_of(RuntimeError(failed + "28P01: Passwort-Authentifizierung")) is None
+    assert pg_wait.state_in(failed + 'too many connections for role "a"') is None  # no code

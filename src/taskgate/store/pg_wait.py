@@ -92,8 +92,8 @@ def kind_of(exc: BaseException, *, after: str | None = None) -> str | None:
     earlier in the same wait: after RESTARTING, nothing listening is the restart's gap."""
     text = str(exc)
     state = getattr(exc, "sqlstate", None) or state_in(text)
-    if state is not None:
-        return _KINDS.get(state)
+    if state in _KINDS:
+        return _KINDS[state]
     text = text.lower()
     if any(m in text for m in _FULL):
         return FULL
