@@ -291,3 +291,30 @@ def test_the_migrations_writer_lock_is_bounded_too(
     finally:
         holder.rollback()
         holder.close()
+
+
+def test_a_hooks_connection_attempt_gives_up_sooner(
+    pg: pgserver.PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One attempt that gets no answer lasts libpq's connect_timeout: 10 s for a command, 5 s
+    in a hook, so the hook's budget (at most 20 s) plus one such attempt stays under Claude
+    Code's 30 s. Read from the open connection's own parameters."""
+    from taskgate.store import select
+    from taskgate.store.postgres import HOOK_CONNECT_TIMEOUT, PgStore
+
+    url = pg.fresh_database()
+    command = PgStore(url, tmp_path / "a")
+    try:
+        assert command._conn.info.get_parameters()["connect_timeout"] == "10"
+    finally:
+        command.close()
+    select.answer_warm(True)  # this thread answers a hook
+    try:
+        in_hook = PgStore(url, tmp_path / "b")
+    finally:
+        select.answer_warm(False)
+    try:
+        params = in_hook._conn.info.get_parameters()
+        assert params["connect_timeout"] == str(HOOK_CONNECT_TIMEOUT) == "5"
+    finally:
+        in_hook.close()

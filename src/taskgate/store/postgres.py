@@ -55,6 +55,8 @@ CLOCK_FILE = select.CLOCK_FILE
 
 # pg_advisory_xact_lock key of the writer lock: "taskgate" in ASCII.
 WRITER_LOCK = 0x7461736B67617465
+# libpq's connect_timeout for one attempt of a hook (PreToolUse's reads use the same).
+HOOK_CONNECT_TIMEOUT = 5
 
 
 class PgStore(Store):
@@ -91,18 +93,23 @@ class PgStore(Store):
             raise
 
     def _connect(self) -> psycopg.Connection[Any]:
+        # A hook's attempt that gets no answer gives up sooner: its budget (at most 20 s) plus
+        # this stays under the 30 s after which Claude Code cancels it.
+        per_try = self.connect_timeout
+        if pg_wait.in_hook():
+            per_try = min(per_try, HOOK_CONNECT_TIMEOUT)
         try:  # a full or restarting server is waited for (store/pg_wait.py)
             conn = pg_wait.connect(
                 lambda: psycopg.connect(
                     self.url,
                     autocommit=True,
-                    connect_timeout=self.connect_timeout,
+                    connect_timeout=per_try,
                     application_name="taskgate",
                 ),
                 (psycopg.OperationalError,),
                 where=lambda: describe(self.url),
                 wait_s=pg_wait.bound(self.timeout),
-                diagnose=lambda: pg_hook.refusal_state(self.url, self.connect_timeout),
+                diagnose=lambda: pg_hook.refusal_state(self.url, per_try),
             )
             if self.read_only:  # `taskgate audit`: the server itself refuses any write (R-AUD-12)
                 conn.execute("SET default_transaction_read_only = on")
