@@ -173,7 +173,7 @@ def test_no_trustworthy_git_denies_guarded_calls_with_a_hint(impl: Repo) -> None
     verdict, reason = tool(impl, "PreToolUse", "ls", cwd=tree, env=env)
     assert verdict == "deny" and reason.startswith("[R-REC-14]"), reason
     assert f"{bin_dir}/git: " in reason, reason
-    assert "Install git where your user cannot write" in reason
+    assert "Install git where your user cannot write" in reason and "recover" not in reason
     read = fixture("pre_tool_use_read", impl, tool_input={"file_path": str(tree / "README.md")})
     assert decision(hook(impl, read, env=env)) == ("allow", "")
     assert fake_log() == []
@@ -280,3 +280,31 @@ def test_a_taskgate_step_the_agent_runs_with_the_planted_git_still_finds_the_wri
     [violation] = events(impl, "effect_violation")
     assert violation["rule"] == "R-AGT-12"
     assert audit_failed_on_effects(impl)
+
+
+# Claims every commit is merged: `merge-base --is-ancestor` answers yes.
+FAKE_MERGED = f"""#!/bin/sh
+printf '%s\\n' "$*" >> "$HOME/fake-git.log"
+case " $* " in
+  *" merge-base "*) exit 0 ;;
+  *) exec {REAL_GIT} "$@" ;;
+esac
+"""
+
+
+def test_the_engines_git_in_a_hook_is_not_the_planted_one(impl: Repo, tmp_path: Path) -> None:
+    """PreToolUse judges `git worktree remove --force` with the engine's git commands
+    (taskgate.git.cmd: is the branch merged?): a planted git that says every commit is merged
+    does not get a worktree with unmerged commits removed (R-CLN-04)."""
+    spare = tmp_path / "spare"
+    git(impl.path, "worktree", "add", "-q", "-b", "spare", str(spare))
+    (spare / "draft.py").write_text("work in progress\n")
+    git(spare, "add", "draft.py")
+    git(spare, "commit", "-q", "-m", "not merged")
+    env = session_env(plant(impl, FAKE_MERGED))
+    line = f"git worktree remove --force {spare}"
+    verdict, reason = tool(impl, "PreToolUse", line, env=env)
+    assert (verdict, reason[:10]) == ("deny", "[R-CLN-04]"), reason
+    assert "not merged" in reason
+    assert fake_log() == []
+    assert spare.is_dir()

@@ -85,8 +85,13 @@ def run(
     timeout: float | None = None,
     kill_group: bool = False,
     started: Callable[[int], None] | None = None,
+    executable: str | None = None,
 ) -> Result:
     """Run `cmd` and capture its output; never raises for a non-zero exit.
+
+    `executable`: the file to run (an absolute path) instead of `cmd[0]` found on PATH, which
+    stays the program's name in its argv and in messages (taskgate.git.cmd: the git no agent
+    can have planted, taskgate.spawn.git_program).
 
     With `kill_group` the command runs in its own session and its whole process group is
     ended on timeout, on an exception (Ctrl-C) and when it returns (agents, issue 6);
@@ -100,6 +105,7 @@ def run(
     try:
         proc = subprocess.run(
             list(cmd),
+            executable=executable,
             cwd=cwd,
             env=dict(env) if env is not None else None,
             input=stdin.encode() if stdin is not None else None,

@@ -26,10 +26,24 @@ def git(
     """
     cmd = ("git", *args)
     # `env` adds variables set on purpose (a temporary GIT_INDEX_FILE, fixed commit dates).
-    result = run(cmd, cwd=cwd, env=_environment(env), stdin=stdin, timeout=timeout)
+    result = run(cmd, cwd=cwd, env=_environment(env), stdin=stdin, timeout=timeout,
+                 executable=_program())  # fmt: skip
     if check and not result.ok:
         raise_for(cmd, result, cwd)
     return result
+
+
+def _program() -> str | None:
+    """The git to run: the first on PATH that no agent can have planted (taskgate.spawn,
+    docs/security.md "The git the hooks run"), so that the engine's git commands in the hook
+    processes are not the agent's; None (git found on PATH, as a shell would) when there is
+    none: the effect check reports that on its own, and PreToolUse denies guarded calls."""
+    from taskgate.spawn import UntrustedGit, git_program
+
+    try:
+        return git_program()
+    except UntrustedGit:
+        return None
 
 
 def raise_for(cmd: Sequence[str], result: Result, cwd: Path | str) -> NoReturn:

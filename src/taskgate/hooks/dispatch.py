@@ -170,16 +170,23 @@ def pre_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
     verdict = judge(data)
     if not verdict.allow:
         return _deny_output(verdict.message())
-    if _WATCH:
-        from taskgate.hooks.effects import before_tool
+    try:
+        if _WATCH:
+            from taskgate.hooks.effects import before_tool
 
-        layout, actor = _WATCH.pop()
-        before_tool(layout, actor, data["session_id"])
-    elif os.path.exists(guard_marker(data["session_id"])):  # one stat: a guarded session
-        from taskgate.spawn import git_program
+            layout, actor = _WATCH.pop()
+            before_tool(layout, actor, data["session_id"])
+        elif os.path.exists(guard_marker(data["session_id"])):  # one stat: a guarded session
+            from taskgate.spawn import git_program
 
-        git_program()  # its PostToolUse compares with git: none the agent cannot have planted
-        # raises, and the call is denied (R-REC-14, read-only tools excepted: _internal_error)
+            git_program()  # its PostToolUse compares with git: one the agent cannot have planted
+    except FileNotFoundError as exc:  # spawn.UntrustedGit (it has a hint): fail closed
+        if not hasattr(exc, "hint") or data.get("tool_name") in READ_ONLY:
+            raise  # _internal_error: denied, read-only tools excepted
+        return _deny_output(
+            f"[R-REC-14] taskgate cannot check what this call changes: {exc}. Nothing was "
+            "allowed; read-only tools stay allowed"
+        )
     return None
 
 
