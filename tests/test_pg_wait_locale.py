@@ -157,6 +157,8 @@ def test_a_full_german_server_is_waited_for_by_a_command_and_the_installed_hook(
     answer = finish(proc, first)
     assert decision(answer) == ("allow", ""), answer
     assert decision(finish(hook(repo, "s2", target, {})))[0] == "deny"  # the guard is live
+    audit = repo.run("audit", TASK)
+    assert audit.code == 0, audit.out + audit.err
 
     # Still full at the end of the bound: exit 6 after the wait, nothing written.
     before = store_rows(admin)
