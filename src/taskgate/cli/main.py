@@ -284,8 +284,9 @@ def simple_args(args: Sequence[str]) -> argparse.Namespace | None:
     return namespace
 
 
-# True while main() runs `taskgate [--repo X] [--session S] hook EVENT`, as parsed: a hook waits
-# for a PostgreSQL store a hook's bound, not a command's (store/pg_wait.py in_hook reads it).
+# True when main()'s command line, as parsed, is `taskgate [--repo X] [--session S] hook EVENT`
+# (set on each call): a hook waits for a PostgreSQL store a hook's bound, not a command's
+# (store/pg_wait.py in_hook reads it).
 HOOK_INVOCATION = False
 
 
