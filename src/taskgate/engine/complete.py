@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from taskgate import failpoints
-from taskgate.engine import remote_sync
+from taskgate.engine import journal_work, remote_sync
 from taskgate.engine.complete_archive import archive
 from taskgate.engine.core import Engine, current_state
 from taskgate.engine.facts import gather
@@ -344,6 +344,9 @@ def complete(engine: Engine, task: str) -> CompleteResult:
         pending = engine.step(task, begin)
         failpoints.hit("complete:after-begin")
     else:
+        # Resumed: compare before redoing git work, as the un-crashed run's first step does;
+        # the commits the journal explains join a guarded session's baseline (issue 15).
+        journal_work.compare_first(engine, task)
         # R-CMP-09: resuming; the task worktree may hold a half-written archival edit.
         _check_task_worktree(engine, task, allow_dirty=True)
         pending = remote_sync.resume_journal(engine, task, pending)  # issue 20: a hand-over

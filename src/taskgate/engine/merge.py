@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from taskgate import failpoints
+from taskgate.engine import journal_work
 from taskgate.engine.core import Engine, current_state
 from taskgate.engine.facts import task_path
 from taskgate.errors import Refused, UsageError
@@ -118,6 +119,17 @@ def _untagged(repo: Path, task: str, agent: str) -> list[str]:
         )
         if ops.agent_of(subject) != agent
     ]
+
+
+def _merging_ours(engine: Engine, task: str, journal: dict[str, Any]) -> bool:
+    """Whether the merge in progress in the task worktree is of a journaled agent's branch
+    tip (ours, killed mid-merge); another one is left for the effect check to move aside."""
+    wt = engine.ws.task_worktree(task)
+    merging = gitrepo.rev_parse(wt, "MERGE_HEAD")
+    tips = gitrepo.branch_tips(engine.ws.repo)
+    return merging is not None and any(
+        tips.get(f"{task}-{a}") == merging for a in journal.get("agents") or []
+    )
 
 
 def _drop_stale_copies(engine: Engine, task: str, agent: str) -> None:
@@ -268,8 +280,13 @@ def merge_agents(engine: Engine, task: str, agents: Sequence[str] = ()) -> Merge
         )
     wt = engine.ws.task_worktree(task)
     journal = t.pending if t.pending and t.pending.get("op") == OP else None
-    if journal is not None and gitrepo.in_progress(wt) == "merge":
-        git("merge", "--abort", cwd=wt)  # our own merge, interrupted by a crash: redo it
+    if journal is not None:
+        if gitrepo.in_progress(wt) == "merge" and _merging_ours(engine, task, journal):
+            git("merge", "--abort", cwd=wt)  # our own merge, interrupted by a crash: redo it
+        # Resumed: compare before redoing git work, as the first step of an un-crashed run
+        # does. The merges the journal explains join the baseline; anything else the guarded
+        # session's agent changed meanwhile is moved aside and recorded (issue 15).
+        journal_work.compare_first(engine, task)
     _preflight(engine, snap, wanted)
     before = str(journal["before"]) if journal else (gitrepo.head_sha(wt) or "")
     # Branches already in T stay in it (HEAD only moves forward): each is asked once, and the

@@ -152,10 +152,39 @@ def handle(
         "command": str(tool_input.get("command") or tool_input.get("file_path") or "")[:500],
     }
     try:
-        _await_own_step(engine, str(base["task"]), path)
+        own = own_work(engine, layout, base)
+        if own is base or effects.compare(layout, own):  # not all of it taskgate's own
+            _await_own_step(engine, str(base["task"]), path)
         return enforce(engine, layout, base, path, changes, source)
     finally:
         engine.close()
+
+
+def own_work(engine: Engine, layout: Layout, base: dict[str, Any]) -> dict[str, Any]:
+    """`base` with the task worktree's HEAD taken in when the task row's journal explains its
+    move (engine/journal_work.py: the merge commits, archival commit or squash a killed or
+    running `taskgate merge`/`complete` made); `base` itself otherwise. In memory only."""
+    tree, task = base.get("tree"), str(base.get("task") or "")
+    if not base.get("guarded") or not isinstance(tree, dict):
+        return base
+    with engine.store.read() as tx:
+        row = tx.task(task)
+    pending = row.pending if row is not None else None
+    if not pending or pending.get("op") not in ("merge", "complete"):
+        return base
+    worktree = effects.worktree_of(layout, task)
+    code, out = effects.run_git(["rev-parse", "-q", "--verify", "HEAD"], worktree)
+    head = out.decode().strip() if code == 0 else ""
+    if not head or head == tree.get("head"):
+        return base
+    from taskgate.engine import journal_work
+
+    ws = engine.ws.config.workspace
+    paths = (ws.todo, ws.changelog)
+    if not journal_work.explains(effects.run_git, worktree, task, pending, str(tree.get("head")),
+                                 head, paths):  # fmt: skip
+        return base
+    return {**base, "tree": {**tree, "head": head}}
 
 
 JOURNAL_WAIT = 20.0  # seconds: a journaled taskgate command's git work, to its last step
@@ -213,7 +242,7 @@ def enforce(
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(os.path.join(os.path.dirname(path), ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        current = effects.load(path) or base
+        current = own_work(engine, layout, effects.load(path) or base)
         changes = effects.compare(layout, current)  # again: another call may have restored
         return _enforce(engine, layout, current, path, changes, source) if changes else ""
 

@@ -1,0 +1,154 @@
+"""The git work a journaled command did on its task branch, told from the journal (issue 15).
+
+`taskgate merge` and `taskgate complete` record their intent in the task row (`pending`)
+before their git work and close it after. A kill in between leaves taskgate's own commits on T
+(a merge of an agent branch; the archival commit; T moved to the squash) that the last
+baseline of a guarded session (hooks/effects.py) does not have. The effect check asks here
+whether HEAD moving from the baseline's commit to the worktree's is that work, so it is taken
+into the baseline instead of being judged as the main agent's (hooks/quarantine.py
+`own_work`), by the killed call's own PostToolUse and by the resumed command's first
+comparison (`compare_first`) alike. Only HEAD is explained, and only by commits that are
+exactly what the command makes:
+
+- merge: every commit in `old..new` is on a journaled agent's branch, or a two-parent merge
+  `taskgate: merge T-A into T` of such a branch whose tree is what `git merge-tree` makes of
+  its parents (a hand-made commit under that subject with other content is not explained);
+  `old` is an ancestor of `new`, and the journal's `before` of `old`.
+- complete: `new` is the archival commit on the approved one (subject `[agent:main] archive`,
+  touching only todo.md and changelog.md), or the squash (main's journaled commit as its only
+  parent, the archival commit's tree), reached from `old` in that order.
+
+Everything else a comparison finds (files, the index, untracked and ignored files, refs) is
+judged as before. Git runs through the caller's runner (the hook's `effects.run_git`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from taskgate.engine.complete_archive import ARCHIVE_SUBJECT
+
+Runner = Callable[[list[str], str], tuple[int, bytes]]
+OPS = ("merge", "complete")
+MAX_COMMITS = 500  # beyond, not explained (the comparison judges it)
+
+
+def explains(
+    run: Runner,
+    worktree: str,
+    task: str,
+    pending: dict[str, Any],
+    old: str,
+    new: str,
+    archive_paths: tuple[str, ...] = ("todo.md", "changelog.md"),
+) -> bool:
+    """Whether T's HEAD moving from `old` to `new` is the git work `pending` journals."""
+    if old == new:
+        return True
+    if not (_sha(old) and _sha(new)):
+        return False
+    op = pending.get("op")
+    if op == "merge":
+        return _merge(run, worktree, task, pending, old, new)
+    if op == "complete":
+        return _complete(run, worktree, pending, old, new, archive_paths)
+    return False
+
+
+def compare_first(engine: Any, task: str) -> None:
+    """A resumed journaled command compares before redoing its git work, as its un-crashed
+    run does in its first step: the work its journal explains is taken into the baseline,
+    anything else is moved aside and recorded (hooks/quarantine.py before_step)."""
+    if engine._effects_watched():  # one stat: no baseline directory, nothing to compare
+        from taskgate.hooks import quarantine
+
+        quarantine.before_step(engine, task)
+
+
+def _sha(value: object) -> bool:
+    text = str(value or "")
+    return len(text) == 40 and text.strip("0123456789abcdef") == ""
+
+
+def _ok(run: Runner, wt: str, *args: str) -> bool:
+    return run(list(args), wt)[0] == 0
+
+
+def _out(run: Runner, wt: str, *args: str) -> str | None:
+    code, out = run(list(args), wt)
+    return out.decode("utf-8", "replace") if code == 0 else None
+
+
+def _merge(run: Runner, wt: str, task: str, pending: dict[str, Any], old: str, new: str) -> bool:
+    agents = [str(a) for a in pending.get("agents") or []]
+    before = str(pending.get("before") or "")
+    if not agents or not _sha(before):
+        return False
+    if not _ok(run, wt, "merge-base", "--is-ancestor", before, old):
+        return False
+    if not _ok(run, wt, "merge-base", "--is-ancestor", old, new):
+        return False
+    tips = {a: f"refs/heads/{task}-{a}" for a in agents}
+    listed = _out(
+        run, wt, "log", "-z", f"--max-count={MAX_COMMITS + 1}", "--format=%H %T %P%x01%s",
+        new, f"^{old}", *(f"^{t}" for t in tips.values()), "--",
+    )  # fmt: skip
+    if listed is None:
+        return False
+    records = [r for r in listed.split("\0") if r]
+    if len(records) > MAX_COMMITS:
+        return False
+    subjects = {f"taskgate: merge {task}-{a} into {task}": a for a in agents}
+    for record in records:
+        ids, _, subject = record.partition("\x01")
+        fields = ids.split()
+        agent = subjects.get(subject.strip())
+        if agent is None or len(fields) != 4:
+            return False  # not a merge taskgate made of a journaled agent's branch
+        _, tree, first, second = fields
+        if not _ok(run, wt, "merge-base", "--is-ancestor", second, tips[agent]):
+            return False
+        merged = _out(run, wt, "merge-tree", "--write-tree", first, second)
+        if merged is None or merged.split("\n", 1)[0].strip() != tree:
+            return False  # its content is not what merging its parents makes
+    return True
+
+
+def _complete(
+    run: Runner, wt: str, pending: dict[str, Any], old: str, new: str, paths: tuple[str, ...]
+) -> bool:
+    approved, main = str(pending.get("approved_sha") or ""), str(pending.get("main_sha") or "")
+    archival = str(pending.get("archival_sha") or "")
+    if not _sha(approved):
+        return False
+    if not archival and old == approved and _is_archival(run, wt, new, approved, paths):
+        return True  # the archival commit, made before a kill; the journal did not record it
+    if not archival and _is_archival(run, wt, old, approved, paths):
+        archival = old  # a baseline taken after the archival commit, before its journal step
+    chain = [approved, archival] if archival else [approved]
+    if archival and _sha(main) and _is_squash(run, wt, new, archival, main):
+        chain.append(new)
+    return old in chain and new in chain and chain.index(old) <= chain.index(new)
+
+
+def _is_archival(run: Runner, wt: str, sha: str, approved: str, paths: tuple[str, ...]) -> bool:
+    """R-CMP-03: one commit on the approved one, taskgate's subject, todo.md/changelog.md only."""
+    shown = _out(run, wt, "log", "-1", "--format=%P%x01%s", sha, "--")
+    if shown is None:
+        return False
+    parents, _, subject = shown.strip().partition("\x01")
+    if parents.split() != [approved] or not subject.startswith(ARCHIVE_SUBJECT):
+        return False
+    changed = _out(run, wt, "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", sha)
+    return changed is not None and set(filter(None, changed.split("\0"))) <= set(paths)
+
+
+def _is_squash(run: Runner, wt: str, sha: str, archival: str, main: str) -> bool:
+    """R-CMP-04: one commit on main's journaled commit with the archival commit's tree."""
+    shown = _out(run, wt, "log", "-1", "--format=%P %T", sha, "--")
+    tree = _out(run, wt, "rev-parse", f"{archival}^{{tree}}")
+    if shown is None or tree is None:
+        return False
+    fields = shown.split()
+    return len(fields) == 2 and fields[0] == main and fields[1] == tree.strip()
