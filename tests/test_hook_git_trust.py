@@ -165,18 +165,24 @@ def test_a_planted_git_cannot_fake_the_anchor_of_a_prompt(impl: Repo, packed: bo
 
 
 def test_no_trustworthy_git_denies_guarded_calls_with_a_hint(impl: Repo) -> None:
-    """Only the planted git on PATH: PreToolUse denies a guarded call (R-REC-14, fail closed)
-    and says what to do; read-only tools stay allowed; nothing ran the planted program."""
+    """A session whose PATH holds no git out of the agent's reach (only one of the user's):
+    PreToolUse denies its guarded calls (R-REC-14, fail closed) until it has one, and says
+    what to do; read-only tools stay allowed; that git never ran and no baseline was made."""
     tree = impl.worktree(TASK)
-    bin_dir = plant(impl, FAKE_STATUS)
+    bin_dir = Path(os.environ["HOME"]) / ".local" / "bin"  # the session's only git: its own
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "git").write_text(FAKE_STATUS)
+    (bin_dir / "git").chmod(0o755)
     env = {"PATH": str(bin_dir)}
-    verdict, reason = tool(impl, "PreToolUse", "ls", cwd=tree, env=env)
+    verdict, reason = tool(impl, "PreToolUse", "ls", cwd=tree, env=env)  # the session's first
     assert verdict == "deny" and reason.startswith("[R-REC-14]"), reason
     assert f"{bin_dir}/git: " in reason, reason
     assert "Install git where your user cannot write" in reason and "recover" not in reason
     read = fixture("pre_tool_use_read", impl, tool_input={"file_path": str(tree / "README.md")})
     assert decision(hook(impl, read, env=env)) == ("allow", "")
+    assert tool(impl, "PreToolUse", "ls", cwd=tree, env=env)[0] == "deny"  # and the next
     assert fake_log() == []
+    assert not list((impl.path / ".taskgate").glob("effects/*.json"))
 
 
 # -- the rule itself -------------------------------------------------------------------------

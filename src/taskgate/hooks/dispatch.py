@@ -170,16 +170,16 @@ def pre_tool_use(data: dict[str, Any]) -> dict[str, Any] | None:
     verdict = judge(data)
     if not verdict.allow:
         return _deny_output(verdict.message())
+    if not _WATCH:
+        return None
+    from taskgate.hooks.effects import before_tool
+
+    layout, actor = _WATCH.pop()
     try:
-        if _WATCH:
-            from taskgate.hooks.effects import before_tool
-
-            layout, actor = _WATCH.pop()
-            before_tool(layout, actor, data["session_id"])
-        elif os.path.exists(guard_marker(data["session_id"])):  # one stat: a guarded session
-            from taskgate.spawn import git_program
-
-            git_program()  # its PostToolUse compares with git: one the agent cannot have planted
+        # Whenever the session's baseline is (re)made: a git the agent cannot have planted
+        # first. Once a session found one, its agent cannot take it away (root-owned, never
+        # the user's: spawn.agent_writable), and its PATH is the client's, fixed.
+        before_tool(layout, actor, data["session_id"])
     except FileNotFoundError as exc:  # spawn.UntrustedGit (it has a hint): fail closed
         if not hasattr(exc, "hint") or data.get("tool_name") in READ_ONLY:
             raise  # _internal_error: denied, read-only tools excepted

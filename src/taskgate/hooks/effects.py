@@ -411,14 +411,13 @@ def _path(entry: str) -> str:
 def before_tool(layout: Layout, actor: Actor, session: str) -> None:
     """PreToolUse of a session holding a task: make sure its baseline exists. From then on
     every taskgate step keeps it current (hooks/quarantine.py after_step)."""
-    if actor.task is None or actor.agent:
+    path = baseline_path(layout.state_dir, session)
+    if actor.task is None or actor.agent or os.path.exists(path):
         return
     from taskgate.spawn import git_program
 
-    git_program()  # fail closed (R-REC-14) when no git on PATH is out of the agent's reach
-    path = baseline_path(layout.state_dir, session)
-    if os.path.exists(path):
-        return
+    git_program()  # fail closed (R-REC-14) without a git the agent cannot have planted, even
+    # where the baseline would need none (a marker): the session's comparisons will
     save(path, take(layout, actor, session))
     from taskgate.hooks.context import remember_session
 
