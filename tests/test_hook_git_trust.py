@@ -231,7 +231,7 @@ print(spawn.git_program())
 )
 def test_a_user_may_not_trust_what_it_owns_or_its_group_may_write(tmp_path: Path) -> None:
     """As an ordinary user (nobody): a file of its own, one its group may write, one anybody
-    may write are refused; root's /usr/bin/git is taken."""
+    may write are refused; its own `git` first on PATH is passed over for root's."""
     base = Path("/tmp") / f"hookgit-{os.getpid()}"
     base.mkdir(mode=0o755)
     try:
@@ -240,6 +240,10 @@ def test_a_user_may_not_trust_what_it_owns_or_its_group_may_write(tmp_path: Path
             path.write_text("#!/bin/sh\nexit 0\n")
             path.chmod(mode)
         os.chown(own, 65534, 65534)
+        planted = base / "git"  # first on its PATH: passed over
+        planted.write_text("#!/bin/sh\nexit 0\n")
+        planted.chmod(0o755)
+        os.chown(planted, 65534, 65534)
         os.chown(grouped, 0, 65534)
         os.chmod(base, 0o755)
         src = str(Path(spawn.__file__).parents[1])
