@@ -175,14 +175,25 @@ def test_no_trustworthy_git_denies_guarded_calls_with_a_hint(impl: Repo) -> None
     (bin_dir / "git").chmod(0o755)
     env = {"PATH": str(bin_dir)}
     verdict, reason = tool(impl, "PreToolUse", "ls", cwd=tree, env=env)  # the session's first
+    assert not list((impl.path / ".taskgate").glob("effects/*.json"))  # no baseline made
     assert verdict == "deny" and reason.startswith("[R-REC-14]"), reason
     assert f"{bin_dir}/git: " in reason, reason
     assert "Install git where your user cannot write" in reason and "recover" not in reason
     read = fixture("pre_tool_use_read", impl, tool_input={"file_path": str(tree / "README.md")})
     assert decision(hook(impl, read, env=env)) == ("allow", "")
     assert tool(impl, "PreToolUse", "ls", cwd=tree, env=env)[0] == "deny"  # and the next
+    # A session whose git went away after its baseline: PostToolUse says so to the agent and
+    # moves nothing; the baseline stays, so the next comparison with a git finds the write.
+    assert tool(impl, "PreToolUse", "ls", cwd=tree) == ("allow", "")  # the baseline
+    (tree / "later.txt").write_text("x = 1\n")
+    kind, text = tool(impl, "PostToolUse", "ls", cwd=tree, env=env)
+    assert kind == "context" and text.startswith("[R-REC-14] taskgate could not check"), text
+    assert "Install git where your user cannot write" in text
+    assert (tree / "later.txt").exists() and not events(impl, "effect_violation")
+    kind, text = tool(impl, "PostToolUse", "ls", cwd=tree)
+    assert text.startswith("[R-AGT-12]") and "later.txt" in text, text
+    assert not (tree / "later.txt").exists() and len(events(impl, "effect_violation")) == 1
     assert fake_log() == []
-    assert not list((impl.path / ".taskgate").glob("effects/*.json"))
 
 
 # -- the rule itself -------------------------------------------------------------------------

@@ -149,6 +149,11 @@ def _internal_error(event: str, data: dict[str, Any], exc: Exception) -> dict[st
         return _deny_output(text)
     from taskgate.errors import EnvironmentFault
 
+    if isinstance(exc, FileNotFoundError) and hasattr(exc, "hint"):  # spawn.UntrustedGit
+        text = f"[{rule}] taskgate could not check what this {event} saw changed: {exc}"
+        print(f"taskgate hook {event}: {text}", file=sys.stderr)
+        shown = event in ("PostToolUse", "SessionStart", "UserPromptSubmit")
+        return _context_output(event, text) if shown else None  # the others take none
     if isinstance(exc, EnvironmentFault):  # the machine refused (a held store lock): no repair
         hint = f"; {exc.hint}" if exc.hint else ""
         text = f"[{rule}] taskgate did not record this {event} ({type(exc).__name__}: {exc}){hint}"
