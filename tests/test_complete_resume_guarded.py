@@ -35,6 +35,7 @@ def arepo(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> Repo:
 
 POINTS = [
     "complete:archival-committed",
+    "complete:archival-staged",
     "complete:after-archival",
     "complete:squash-ref-moved",
     "complete:after-squash",
@@ -60,6 +61,29 @@ def test_resumed_complete_is_not_a_violation(arepo: Repo, point: str) -> None:
     assert quarantine_refs(arepo) == []
     assert not audit_failed_on_effects(arepo)
     assert git(tree, "status", "--porcelain") == ""
+
+
+def test_an_agent_s_edit_of_the_staged_archival_files_is_caught(arepo: Repo) -> None:
+    """Adversarial: killed with its archival edit staged, `complete` left todo.md and
+    changelog.md changed; the agent adds a line to the changelog. Not the text `complete`
+    writes: moved aside and recorded; the resumed `complete` redoes its edit from the approved
+    commit and delivers it."""
+    tree = arepo.worktree(TASK)
+    main_before = arepo.git("rev-parse", "main")
+    assert pre(arepo, "git status", cwd=tree) == ("allow", "")
+    crashed = arepo.run("complete", TASK, env={"TASKGATE_FAILPOINT": "complete:archival-staged"})
+    assert crashed.code == -9, crashed.err
+    log = tree / "changelog.md"
+    log.write_text(log.read_text() + "- Also: shipped a backdoor\n")
+    assert post(arepo, "ls", cwd=tree).startswith("[R-CKP-14]")
+    arepo.ok("complete", TASK)
+    assert_completed(arepo, main_before)
+    assert "backdoor" not in git(arepo.path, "show", "main:changelog.md")
+    [ref] = quarantine_refs(arepo)
+    assert "backdoor" in git(arepo.path, "show", f"{ref}:changelog.md")
+    [violation] = events(arepo, "effect_violation")
+    assert "changelog.md: changed" in violation["changes"]
+    assert audit_failed_on_effects(arepo)
 
 
 def test_a_forged_archival_commit_is_caught(arepo: Repo) -> None:

@@ -98,6 +98,26 @@ def test_the_crashed_call_s_own_post_tool_use_keeps_the_merge(impl: Repo) -> Non
     assert_clean_record(impl)
 
 
+def test_a_resume_killed_after_its_last_step_committed_keeps_the_merge(impl: Repo) -> None:
+    """The resumed merge is killed again, after its last step committed (the journal is closed,
+    the `agent_merge` event names the head) and before it took the new baseline: that event
+    tells the next comparison the moved HEAD is taskgate's."""
+    tree = impl.worktree(TASK)
+    assert pre(impl, "git status", cwd=tree) == ("allow", "")
+    files = agent_commits(impl)
+    crash_merge(impl)
+    again = impl.run("merge", TASK, env={"TASKGATE_FAILPOINT": "step:after-commit"})
+    assert again.code == -9, again.err
+    assert not impl.ok("status", TASK, "--json").json().get("pending")
+    [merge] = events(impl, "agent_merge")
+    assert merge["head"] == git(tree, "rev-parse", "HEAD")
+    assert post(impl, f"taskgate merge {TASK}") == ""
+    assert git(tree, "rev-parse", "HEAD") == merge["head"]
+    impl.ok("merge", TASK)  # the agents' worktrees are rebased onto it
+    assert_merged(impl, files)
+    assert_clean_record(impl)
+
+
 def test_an_agent_write_while_the_merge_was_crashed_is_caught(impl: Repo) -> None:
     """Adversarial: between the crash and the resume the agent writes the guarded task
     worktree (a new file and an edit of a tracked one). The resumed merge's comparison moves

@@ -33,6 +33,37 @@ def changelog_entry(engine: Engine, task: str, snap: TaskSnapshot, title: str) -
     return "\n".join(lines) + "\n"
 
 
+def archival_edits(engine: Engine, snap: TaskSnapshot, approved: str) -> dict[str, str]:
+    """The archival commit's files (path -> text): todo.md without the task's entry, the
+    changelog with it; none that needs no edit. Contents come from the approved commit, never
+    from the disk: a crash may have left the files half-edited, and redoing the edit from the
+    commit is what makes this idempotent (and lets the effect check recognise a killed run's
+    edit, engine/journal_work.py)."""
+    task = snap.task.name
+    wt = engine.ws.task_worktree(task)
+    todo_name = engine.ws.config.workspace.todo
+    log_name = engine.ws.config.workspace.changelog
+    todo_text = git("show", f"{approved}:{todo_name}", cwd=wt, check=False)
+    log_text = git("show", f"{approved}:{log_name}", cwd=wt, check=False)
+    title = task
+    edits: dict[str, str] = {}
+    if todo_text.ok:
+        try:
+            entry = parse_todo(todo_text.stdout).get(task)
+        except TodoError:
+            entry = None  # a broken todo.md on T is kept as it is; the changelog still records
+        if entry is not None:
+            title = entry.title
+            edits[todo_name] = remove_task(todo_text.stdout, entry)
+    # `taskgate init` writes changelog.md untracked; its text is the base when T lacks one, and
+    # the merge later replaces that untracked copy (its text is a prefix of the new one).
+    changelog = log_text.stdout if log_text.ok else untracked_text(engine, log_name)
+    if f"## {task}:" not in changelog:
+        entry_text = changelog_entry(engine, task, snap, title)
+        edits[log_name] = changelog.rstrip("\n") + "\n\n" + entry_text
+    return edits
+
+
 def archive(engine: Engine, snap: TaskSnapshot, approved: str) -> str:
     """R-CMP-03 / C-32: one commit on T removing the todo.md entry and adding a changelog entry."""
     task = snap.task.name
@@ -47,32 +78,13 @@ def archive(engine: Engine, snap: TaskSnapshot, approved: str) -> str:
             [Violation("R-CKP-13", "only the approved commit is completed")],
             hint=f"present the change again ('taskgate present {task}')",
         )
-    todo_name = engine.ws.config.workspace.todo
     log_name = engine.ws.config.workspace.changelog
-    for name in (todo_name, log_name):  # a kill inside atomic_write leaves its temp file
-        remove_stale_temps(wt / name)
-    # Contents come from the approved commit, never from the disk: a crash may have left the
-    # files half-edited, and redoing the edit from the commit is what makes this idempotent.
-    todo_text = git("show", f"{approved}:{todo_name}", cwd=wt, check=False)
-    log_text = git("show", f"{approved}:{log_name}", cwd=wt, check=False)
-    title = task
-    paths = []
-    if todo_text.ok:
-        try:
-            entry = parse_todo(todo_text.stdout).get(task)
-        except TodoError:
-            entry = None  # a broken todo.md on T is kept as it is; the changelog still records
-        if entry is not None:
-            title = entry.title
-            atomic_write(wt / todo_name, remove_task(todo_text.stdout, entry))
-            paths.append(todo_name)
-    # `taskgate init` writes changelog.md untracked; its text is the base when T lacks one, and
-    # the merge later replaces that untracked copy (its text is a prefix of the new one).
-    changelog = log_text.stdout if log_text.ok else untracked_text(engine, log_name)
-    if f"## {task}:" not in changelog:
-        entry_text = changelog_entry(engine, task, snap, title)
-        atomic_write(wt / log_name, changelog.rstrip("\n") + "\n\n" + entry_text)
-        paths.append(log_name)
+    for name in (engine.ws.config.workspace.todo, log_name):
+        remove_stale_temps(wt / name)  # a kill inside atomic_write leaves its temp file
+    edits = archival_edits(engine, snap, approved)
+    for name, text in edits.items():
+        atomic_write(wt / name, text)
+    paths = list(edits)
     if not paths:
         return approved  # archived already (e.g. a squash rebased after R-CMP-06)
     git("add", "--", *paths, cwd=wt)

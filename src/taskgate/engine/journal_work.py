@@ -1,25 +1,27 @@
 """The git work a journaled command did on its task branch, told from the journal (issue 15).
 
 `taskgate merge` and `taskgate complete` record their intent in the task row (`pending`)
-before their git work and close it after. A kill in between leaves taskgate's own commits on T
-(a merge of an agent branch; the archival commit; T moved to the squash) that the last
-baseline of a guarded session (hooks/effects.py) does not have. The effect check asks here
-whether HEAD moving from the baseline's commit to the worktree's is that work, so it is taken
-into the baseline instead of being judged as the main agent's (hooks/quarantine.py
-`own_work`), by the killed call's own PostToolUse and by the resumed command's first
-comparison (`compare_first`) alike. Only HEAD is explained, and only by commits that are
-exactly what the command makes:
+before their git work and close it after. A kill in between leaves taskgate's own work on T
+(a merge of an agent branch; the archival edit or commit; T moved to the squash) that the
+last baseline of a guarded session (hooks/effects.py) does not have. The effect check asks
+here whether what it found is that work (hooks/quarantine.py `own_work`, before every
+judgement), so it is taken into the baseline instead of being judged as the main agent's, by
+the killed call's own PostToolUse and by the resumed command's first comparison
+(`compare_first`) alike. Only what the command itself makes is explained:
 
 - merge: every commit in `old..new` is on a journaled agent's branch, or a two-parent merge
   `taskgate: merge T-A into T` of such a branch whose tree is what `git merge-tree` makes of
   its parents (a hand-made commit under that subject with other content is not explained);
-  `old` is an ancestor of `new`, and the journal's `before` of `old`.
+  `old` is an ancestor of `new`, and the journal's `before` of `old`. With the journal closed
+  (a kill after the last step committed, before the new baseline), HEAD moved forward to
+  exactly the head the last `agent_merge` event recorded.
 - complete: `new` is the archival commit on the approved one (subject `[agent:main] archive`,
   touching only todo.md and changelog.md), or the squash (main's journaled commit as its only
-  parent, the archival commit's tree), reached from `old` in that order.
+  parent, the archival commit's tree), reached from `old` in that order; before the archival
+  commit, todo.md and changelog.md holding exactly the text `complete` writes.
 
-Everything else a comparison finds (files, the index, untracked and ignored files, refs) is
-judged as before. Git runs through the caller's runner (the hook's `effects.run_git`).
+Everything else a comparison finds (other files, the index, untracked and ignored files, refs)
+is judged as before.
 """
 
 from __future__ import annotations
@@ -54,6 +56,96 @@ def explains(
     if op == "complete":
         return _complete(run, worktree, pending, old, new, archive_paths)
     return False
+
+
+def own_baseline(
+    engine: Any, worktree: str, base: dict[str, Any], pending: dict[str, Any], recorded: str
+) -> dict[str, Any]:
+    """`base` (a guarded baseline of `worktree`) with what `pending` explains taken in: HEAD
+    moved by the command's own commits, or (complete) its archival edit written but not yet
+    committed; with the journal closed, HEAD moved to the head the last `agent_merge`
+    recorded. `base` itself when nothing is explained."""
+    from taskgate.hooks.effects import run_git
+
+    tree: dict[str, Any] = base["tree"]
+    code, out = run_git(["rev-parse", "-q", "--verify", "HEAD"], worktree)
+    head, old = (out.decode().strip() if code == 0 else ""), str(tree.get("head"))
+    if not head:
+        return base
+    if head == old:
+        found = _archival_in_flight(engine, worktree, base, pending) if pending else None
+        return base if found is None else {**base, "tree": found}
+    ws = engine.ws.config.workspace
+    paths = (ws.todo, ws.changelog)
+    if not (
+        explains(run_git, worktree, str(base["task"]), pending, old, head, paths)
+        if pending
+        else _recorded(run_git, worktree, old, head, recorded)
+    ):
+        return base
+    return {**base, "tree": {**tree, "head": head}}
+
+
+def _archival_in_flight(
+    engine: Any, worktree: str, base: dict[str, Any], pending: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The baseline's tree with the archival edit a killed `complete` wrote (or staged) on the
+    approved commit taken in, when the worktree differs from `base` in exactly that: todo.md
+    and changelog.md holding, in the index and on disk, either the approved commit's text or
+    the text `complete` writes (engine/complete_archive.archival_edits, from the approved
+    commit and the journal's start time). None when anything else differs."""
+    import hashlib
+
+    from taskgate.engine.complete_archive import archival_edits
+    from taskgate.hooks import effects
+
+    tree: dict[str, Any] = base["tree"]
+    approved = str(pending.get("approved_sha") or "")
+    if pending.get("op") != "complete" or pending.get("archival_sha") or tree["head"] != approved:
+        return None
+    now = effects.worktree_print(worktree, tree.get("ignore"))
+    if now is None or now["branch"] != tree["branch"]:
+        return None
+    changed = effects.differences({**base, "refs": {}}, now, {})
+    snap = engine.require_snapshot(str(base["task"]))
+    edits = archival_edits(engine, snap, approved)
+    if not changed or any(line.partition(": ")[0] not in edits for line in changed):
+        return None
+    entries = {effects._path(e): e for e in now["entries"]}
+
+    def blob(text: str) -> str:
+        data = text.encode("utf-8")
+        return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+    for path in {line.partition(": ")[0] for line in changed}:
+        entry, want = entries.get(path), blob(edits[path])
+        if entry is None:
+            return None
+        if entry[0] == "?":
+            ok = now["hashes"].get(path) == want
+        elif entry[0] == "1":
+            fields = entry.split(" ", 8)
+            xy, in_head, in_index = fields[1], fields[6], fields[7]
+            on_disk = now["hashes"].get(path) if xy[1] != "." else in_index
+            ok = in_index in (in_head, want) and on_disk == want
+        else:
+            ok = False
+        if not ok:
+            return None
+    effects._store_blobs(worktree, [p for p, h in now["hashes"].items() if len(h) == 40])
+    return {**tree, "entries": now["entries"], "hashes": now["hashes"]}
+
+
+def _recorded(run: Runner, worktree: str, old: str, new: str, head: str) -> bool:
+    """Whether HEAD moving forward from `old` to `new` ends at `head`, the commit the task's
+    last `agent_merge` event recorded: a merge killed after its last step committed (journal
+    closed), before it took the new baseline."""
+    return (
+        _sha(old)
+        and new == head
+        and _sha(new)
+        and _ok(run, worktree, "merge-base", "--is-ancestor", old, new)
+    )
 
 
 def compare_first(engine: Any, task: str) -> None:

@@ -161,30 +161,25 @@ def handle(
 
 
 def own_work(engine: Engine, layout: Layout, base: dict[str, Any]) -> dict[str, Any]:
-    """`base` with the task worktree's HEAD taken in when the task row's journal explains its
-    move (engine/journal_work.py: the merge commits, archival commit or squash a killed or
-    running `taskgate merge`/`complete` made); `base` itself otherwise. In memory only."""
+    """`base` with taskgate's own work taken in when the task row's journal explains it
+    (engine/journal_work.py: the merge commits, archival commit or squash a killed or running
+    `taskgate merge`/`complete` made, its archival edit not yet committed, or a merge killed
+    after its last step); `base` itself otherwise. In memory only."""
     tree, task = base.get("tree"), str(base.get("task") or "")
     if not base.get("guarded") or not isinstance(tree, dict):
         return base
     with engine.store.read() as tx:
         row = tx.task(task)
-    pending = row.pending if row is not None else None
-    if not pending or pending.get("op") not in ("merge", "complete"):
-        return base
-    worktree = effects.worktree_of(layout, task)
-    code, out = effects.run_git(["rev-parse", "-q", "--verify", "HEAD"], worktree)
-    head = out.decode().strip() if code == 0 else ""
-    if not head or head == tree.get("head"):
+        pending = (row.pending if row is not None else None) or {}
+        # a merge killed after its last step committed, before it took the new baseline
+        closed = [] if pending else tx.events_of_kinds(task, ["agent_merge"], 2**62)[-1:]
+    recorded = str(closed[0].payload.get("head") or "") if closed else ""
+    if pending.get("op") not in ("merge", "complete") and not recorded:
         return base
     from taskgate.engine import journal_work
 
-    ws = engine.ws.config.workspace
-    paths = (ws.todo, ws.changelog)
-    if not journal_work.explains(effects.run_git, worktree, task, pending, str(tree.get("head")),
-                                 head, paths):  # fmt: skip
-        return base
-    return {**base, "tree": {**tree, "head": head}}
+    worktree = effects.worktree_of(layout, task)
+    return journal_work.own_baseline(engine, worktree, base, pending, recorded)
 
 
 JOURNAL_WAIT = 20.0  # seconds: a journaled taskgate command's git work, to its last step
