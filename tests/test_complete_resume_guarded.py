@@ -60,6 +60,10 @@ def test_resumed_complete_is_not_a_violation(arepo: Repo, point: str) -> None:
     assert events(arepo, "effect_violation") == []
     assert quarantine_refs(arepo) == []
     assert not audit_failed_on_effects(arepo)
+    audit = arepo.run("audit", TASK, "--json")
+    [task] = audit.json()["tasks"]
+    assert [c["id"] for c in task["checks"] if not c["passed"]] == [], task
+    assert audit.code == 0, audit.err
     assert git(tree, "status", "--porcelain") == ""
 
 

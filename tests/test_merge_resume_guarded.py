@@ -12,8 +12,14 @@ Real git, the real CLI, the installed hook commands.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+
 from conftest import Repo
 from flow import agents_of, commit_in, implementation_fixtures
+from taskgate.hooks.install import default_program, hook_command
+from taskgate.hooks.quarantine import JOURNAL_WAIT
 from test_hooks_corpus_effects import (
     audit_failed_on_effects,
     events,
@@ -22,7 +28,7 @@ from test_hooks_corpus_effects import (
     pre,
     quarantine_refs,
 )
-from test_hooks_dispatch import TASK
+from test_hooks_dispatch import TASK, fixture
 
 implementation, impl = implementation_fixtures("merge-resume", TASK)
 
@@ -64,6 +70,10 @@ def assert_clean_record(repo: Repo) -> None:
     assert events(repo, "effect_violation") == []
     assert quarantine_refs(repo) == []
     assert not audit_failed_on_effects(repo)
+    audit = repo.run("audit", TASK, "--json")
+    [task] = audit.json()["tasks"]
+    assert [c["id"] for c in task["checks"] if not c["passed"]] == [], task
+    assert audit.code == 0, audit.err
 
 
 def test_resumed_merge_keeps_its_own_merge(impl: Repo) -> None:
@@ -176,3 +186,33 @@ def test_a_forged_merge_under_taskgate_s_subject_is_caught(impl: Repo) -> None:
     assert violation["rule"] == "R-AGT-12" and violation["source"] == "PostToolUse Bash"
     assert any(c.startswith(f"{TASK} moved from") for c in violation["changes"])
     assert audit_failed_on_effects(impl)
+
+
+def test_an_agent_write_after_a_killed_merge_is_judged_without_waiting(impl: Repo) -> None:
+    """The killed merge's journal stays open, but its lock (journal_work.running) went with
+    its process: the agent's next PostToolUse judges at once instead of waiting up to
+    JOURNAL_WAIT for a step that will never come. The agent's file is moved aside and
+    recorded; the merge it found is kept."""
+    tree = impl.worktree(TASK)
+    assert pre(impl, "git status", cwd=tree) == ("allow", "")
+    agent_commits(impl)
+    crashed = crash_merge(impl)
+    (tree / "sneaky.txt").write_text("x = 1\n")
+    data = fixture("post_tool_use_write", impl, tool_name="Bash",
+                   tool_input={"command": "ls"}, cwd=str(tree))  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "TASKGATE_SESSION"}
+    hook = subprocess.Popen(
+        ["/bin/sh", "-c", hook_command(default_program(), "PostToolUse")],
+        cwd=impl.path, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    out, err = hook.communicate(json.dumps(data), timeout=JOURNAL_WAIT * 0.75)
+    assert hook.returncode == 0, err
+    assert "[R-AGT-12]" in out and "sneaky.txt" in out
+    assert not (tree / "sneaky.txt").exists()
+    assert git(tree, "rev-parse", "HEAD") == crashed
+    [ref] = quarantine_refs(impl)
+    assert git(impl.path, "show", f"{ref}:sneaky.txt") == "x = 1"
+    [violation] = events(impl, "effect_violation")
+    assert violation["changes"] == ["sneaky.txt: created"]
+    assert impl.ok("status", TASK, "--json").json()["pending"]["op"] == "merge"

@@ -303,6 +303,11 @@ def _commit_events(engine: Engine, tx: Tx, snap: TaskSnapshot, pending: dict[str
 
 def complete(engine: Engine, task: str) -> CompleteResult:
     """Run (or resume) the post-approval sequence of R-CMP-01 and enter COMPLETE."""
+    with journal_work.running(engine, task):  # the effect check tells a killed one by it
+        return _complete(engine, task)
+
+
+def _complete(engine: Engine, task: str) -> CompleteResult:
     snap = engine.require_snapshot(task)
     t = snap.task
     main = t.base_branch

@@ -26,7 +26,9 @@ is judged as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from taskgate.engine.complete_archive import ARCHIVE_SUBJECT
@@ -146,6 +148,52 @@ def _recorded(run: Runner, worktree: str, old: str, new: str, head: str) -> bool
         and _sha(new)
         and _ok(run, worktree, "merge-base", "--is-ancestor", old, new)
     )
+
+
+def running_path(state_dir: object, task: str) -> str:
+    """The file `taskgate merge`/`complete` hold a shared lock on while they run
+    (`running`); the kernel releases it when the process dies."""
+    return os.path.join(str(state_dir), "effects", f".running-{task}")
+
+
+def command_running(state_dir: object, task: str) -> bool:
+    """Whether a `taskgate merge`/`complete` on `task` holds its lock now."""
+    import fcntl
+
+    try:
+        fd = os.open(running_path(state_dir, task), os.O_RDONLY)
+    except OSError:
+        return False  # never run since the effects directory exists
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+@contextmanager
+def running(engine: Any, task: str) -> Iterator[None]:
+    """Held for the whole of a `taskgate merge`/`complete`: a shared lock on
+    hooks/quarantine.running_path that the kernel releases when the process ends or is
+    killed, so a comparison that finds an open journal with the lock free judges at once
+    instead of waiting for a dead command (hooks/quarantine._await_own_step). Nothing without
+    an effects directory (no guarded session)."""
+    fd = None
+    if engine._effects_watched():
+        import fcntl
+
+        try:
+            fd = os.open(running_path(engine.ws.state_dir, task), os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError:
+            pass  # the hooks then wait for the journal as before
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def compare_first(engine: Any, task: str) -> None:

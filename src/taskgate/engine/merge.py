@@ -268,6 +268,11 @@ def _rebase_agents(engine: Engine, snap: TaskSnapshot) -> tuple[list[str], dict[
 
 def merge_agents(engine: Engine, task: str, agents: Sequence[str] = ()) -> MergeResult:
     """Merge the agents' branches into T (all required agents by default), then rebase them."""
+    with journal_work.running(engine, task):  # the effect check tells a killed merge by it
+        return _merge_agents(engine, task, agents)
+
+
+def _merge_agents(engine: Engine, task: str, agents: Sequence[str]) -> MergeResult:
     snap = engine.require_snapshot(task)
     engine.require_owner(snap.task)
     t = snap.task

@@ -191,9 +191,12 @@ def _await_own_step(engine: Engine, task: str, path: str) -> None:
     `taskgate merge` between its git merge and its last step), a comparison sees taskgate's
     own work: wait, bounded, for that command to take its work into the baseline, then
     enforce compares again. Plain reads are compared in guarded sessions, so a sub-agent's
-    `ls` lands there easily. Without a journal nothing waits; a journal a crashed command
+    `ls` lands there easily. Without a journal nothing waits; nor when the journaled merge or
+    complete no longer runs (its lock is free: killed); another journal a crashed command
     left is judged after the wait, as before."""
     import time
+
+    from taskgate.engine import journal_work
 
     def mark() -> tuple[int, int]:
         try:
@@ -203,15 +206,20 @@ def _await_own_step(engine: Engine, task: str, path: str) -> None:
         return (st.st_ino, st.st_mtime_ns)
 
     start, taken = time.monotonic(), mark()
-    journaled, cleared = False, 0.0
+    journaled, cleared, locked = False, 0.0, False
     while True:
         now = time.monotonic()
         if now - start > JOURNAL_WAIT or mark() != taken:
             return  # too long, or a step took the baseline again
         with engine.store.read() as tx:
             row = tx.task(task)
+        if locked and not journal_work.command_running(engine.ws.state_dir, task):
+            return  # merge/complete ended, or was killed (journal_work.running): judge now
         if row is not None and row.pending:
             journaled, cleared = True, 0.0
+            locked = row.pending.get("op") in journal_work.OPS
+            if locked and not journal_work.command_running(engine.ws.state_dir, task):
+                return
         elif not journaled:
             return  # no command in flight: judge now
         elif not cleared:
