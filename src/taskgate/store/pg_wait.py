@@ -162,6 +162,13 @@ def hook_left() -> float:
     return max(0.0, hook_bound() - _SPENT.get(_thread.get_ident(), 0.0))
 
 
+def hook_spent() -> float:
+    """Seconds this hook has waited so far (its connection and lock waits together)."""
+    import _thread
+
+    return _SPENT.get(_thread.get_ident(), 0.0)
+
+
 def spent(seconds: float) -> None:
     """Count `seconds` of waiting against this hook's budget (nothing outside a hook)."""
     if seconds > 0 and in_hook():

@@ -17,7 +17,7 @@ from taskgate import failpoints
 from taskgate.errors import Locked, SchemaDamaged, from_sqlite_error
 from taskgate.fsutil import atomic_write
 from taskgate.json_lite import loads
-from taskgate.store import dbswap, snapshot, snapshot_clock, snapshot_splice
+from taskgate.store import dbswap, pg_wait, snapshot, snapshot_clock, snapshot_splice
 from taskgate.store.base import Store, StoreCorrupt, Tx
 from taskgate.store.dbfile import uri
 from taskgate.store.schema import MIGRATIONS
@@ -45,6 +45,15 @@ def _replaced_again(path: Path) -> Locked:
         "('taskgate recover --rebuild' running again and again)",
         hint="wait for the rebuilds to finish, then run the command again; nothing was written",
     )
+
+
+def _busy(exc: Exception) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED: another connection held the lock for the whole wait."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (5, 6)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 def _raise_fault(exc: sqlite3.DatabaseError, path: Path) -> None:
@@ -97,7 +106,7 @@ class SqliteStore(Store):
                 self._conn = sqlite3.connect(
                     uri(path, mode) if mode else str(path),
                     uri=bool(mode),
-                    timeout=self.timeout,
+                    timeout=self._lock_wait(),
                     isolation_level=None,
                     check_same_thread=False,
                 )
@@ -136,20 +145,80 @@ class SqliteStore(Store):
         self._check_columns()
 
     def _rebuilt(self) -> bool:
-        """A rebuild was running and is over (store/dbswap.py)."""
-        return dbswap.wait_for_rebuild(self.path.parent, self.timeout)
+        """A rebuild was running and is over (store/dbswap.py); a hook's wait for it counts
+        against its budget, like its lock waits."""
+        if not pg_wait.in_hook():
+            return dbswap.wait_for_rebuild(self.path.parent, self.timeout)
+        began = time.monotonic()
+        try:
+            return dbswap.wait_for_rebuild(self.path.parent, self._lock_wait())
+        finally:
+            pg_wait.spent(time.monotonic() - began)
+
+    def _lock_wait(self, wanted: float | None = None) -> float:
+        """Seconds to wait for the write lock: `wanted`, by default the store's timeout
+        (TASKGATE_LOCK_TIMEOUT for commands); a hook waits no longer than what is left of its
+        budget (store/pg_wait.py hook_left, TASKGATE_PG_HOOK_WAIT): Claude Code cancels a
+        command hook after 30 s, and the event it was recording would be lost without a word."""
+        wait = self.timeout if wanted is None else wanted
+        return min(wait, pg_wait.hook_left()) if pg_wait.in_hook() else wait
+
+    def _immediate(self, wanted: float | None = None, *, report: bool = True) -> None:
+        """BEGIN IMMEDIATE, waiting for another writer at most _lock_wait(wanted) seconds. A
+        hook's wait counts against its budget, and a hook that waited it all out raises
+        Locked saying so (on stderr at once too: hooks/dispatch.py reports only the message);
+        with `report` False (refresh_snapshot) the OperationalError is the caller's."""
+        c = self._conn
+        if not pg_wait.in_hook():
+            if wanted is None:  # the connection's busy timeout is the store's
+                c.execute("BEGIN IMMEDIATE")
+                return
+            c.execute(f"PRAGMA busy_timeout = {int(wanted * 1000)}")
+            try:
+                c.execute("BEGIN IMMEDIATE")
+            finally:
+                c.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            return
+        wait = self._lock_wait(wanted)
+        c.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+        began = time.monotonic()
+        try:
+            c.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            pg_wait.spent(time.monotonic() - began)  # before _gave_up says how long
+            if report and _busy(exc):
+                raise self._gave_up() from exc
+            raise
+        pg_wait.spent(time.monotonic() - began)
+
+    def _gave_up(self) -> Locked:
+        """A hook's Locked when another process held the write lock for all its budget."""
+        waited, bound = pg_wait.hook_spent(), pg_wait.hook_bound()
+        error = Locked(
+            f"another process held the store's write lock ({self.path}) for more than "
+            f"{waited:.1f} s, all this hook could wait ({pg_wait.HOOK_ENV} = {bound:g} s for "
+            "a hook's waits together); this hook event was not recorded, nothing was changed",
+            hint="if it keeps happening, look for a stopped or stuck taskgate process (`fuser "
+            ".taskgate/state.db` lists the processes that have the store open), a long "
+            f"'taskgate recover --rebuild' or a slow disk; to wait longer raise {pg_wait.HOOK_ENV} "
+            f"(at most {pg_wait.HOOK_MAX_S:g} s: Claude Code cancels a command hook after 30 s)",
+        )
+        pg_wait.say(f"taskgate: gave up waiting for the writer lock: {error.message}")
+        pg_wait.say(f"hint: {error.hint}")
+        return error
 
     def _same_file(self) -> bool:
         """The file at the path is the one this connection opened (called under the write
         lock: a rebuild moves the old file only while it holds that file's lock)."""
         return self._ident is not None and dbswap.identity(self.path) == self._ident
 
-    def _begin_write(self) -> None:
-        """BEGIN IMMEDIATE on the store at the path: a connection to a file recover --rebuild
-        moved aside (it held the lock until the new file was in place) rolls back and
-        connects to the new one, so nothing is committed into the file kept aside."""
+    def _begin_write(self, wait_s: float | None = None, *, report: bool = True) -> None:
+        """BEGIN IMMEDIATE on the store at the path (_immediate): a connection to a file
+        recover --rebuild moved aside (it held the lock until the new file was in place)
+        rolls back and connects to the new one, so nothing is committed into the file kept
+        aside."""
         for _ in range(_REOPENS):
-            self._conn.execute("BEGIN IMMEDIATE")
+            self._immediate(wait_s, report=report)
             if self._same_file():
                 return
             self._conn.execute("ROLLBACK")
@@ -178,7 +247,7 @@ class SqliteStore(Store):
 
     def _migrate(self) -> None:
         c = self._conn
-        c.execute("BEGIN IMMEDIATE")
+        self._immediate()
         if not self._same_file():  # moved aside by recover --rebuild since it was opened
             c.execute("ROLLBACK")
             raise _Replaced
@@ -327,16 +396,10 @@ class SqliteStore(Store):
         """
         if self.read_only:
             raise StoreCorrupt("a read-only store cannot refresh the hook snapshot")
-        c = self._conn
-        if wait_s is not None:
-            c.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
-        try:
-            self._begin_write()  # never the hook snapshot of a file moved aside
+        try:  # never the hook snapshot of a file moved aside
+            self._begin_write(wait_s, report=False)
         except sqlite3.OperationalError:
             return "busy"
-        finally:
-            if wait_s is not None:
-                self._conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
         c = self._conn  # reconnected when the store was rebuilt
         try:
             spliced, gen = None, snapshot_splice.generation(c)
