@@ -145,15 +145,11 @@ class SqliteStore(Store):
         self._check_columns()
 
     def _rebuilt(self) -> bool:
-        """A rebuild was running and is over (store/dbswap.py); a hook's wait for it counts
-        against its budget, like its lock waits."""
-        if not pg_wait.in_hook():
-            return dbswap.wait_for_rebuild(self.path.parent, self.timeout)
-        began = time.monotonic()
-        try:
-            return dbswap.wait_for_rebuild(self.path.parent, self._lock_wait())
-        finally:
-            pg_wait.spent(time.monotonic() - began)
+        """A rebuild was running and is over (store/dbswap.py). Not a hook's budget: giving
+        up here would create a store at the path the rebuild is about to fill; the rebuild
+        holds the old file's write lock (which a hook waits for within its budget) for all
+        but its last renames."""
+        return dbswap.wait_for_rebuild(self.path.parent, self.timeout)
 
     def _lock_wait(self, wanted: float | None = None) -> float:
         """Seconds to wait for the write lock: `wanted`, by default the store's timeout
