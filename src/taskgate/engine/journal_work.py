@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from taskgate.engine.complete_archive import ARCHIVE_SUBJECT
+from taskgate.errors import TaskgateError
 
 Runner = Callable[[list[str], str], tuple[int, bytes]]
 OPS = ("merge", "complete")
@@ -109,9 +110,13 @@ def _archival_in_flight(
     if now is None or now["branch"] != tree["branch"]:
         return None
     changed = effects.differences({**base, "refs": {}}, now, {})
-    snap = engine.require_snapshot(str(base["task"]))
-    edits = archival_edits(engine, snap, approved)
-    if not changed or any(line.partition(": ")[0] not in edits for line in changed):
+    if not changed:
+        return None
+    try:
+        edits = archival_edits(engine, engine.require_snapshot(str(base["task"])), approved)
+    except (TaskgateError, OSError):
+        return None  # not told apart: judged as found
+    if any(line.partition(": ")[0] not in edits for line in changed):
         return None
     entries = {effects._path(e): e for e in now["entries"]}
 
