@@ -236,3 +236,42 @@ def test_the_fast_paths_wait_and_the_engines_share_one_budget(
     store = SqliteStore(db_path(repo), timeout=100)
     assert store._lock_wait() == 100
     store.close()
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_serves_http_hook_gives_up_within_the_budget_and_records_once_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], lean: bool
+) -> None:
+    """`taskgate serve`'s HTTP hooks (its worker threads: the lean path and Starlette's route)
+    answer from the same store: a held write lock is waited for within the hook budget, not
+    TASKGATE_LOCK_TIMEOUT, nothing is written, and the same call is recorded once it is free."""
+    from taskgate.server import hookdoor
+    from test_hookdoor_fast import SECRET, answer, client
+
+    monkeypatch.setenv(pg_wait.HOOK_ENV, f"{BOUND:g}")
+    monkeypatch.setenv("TASKGATE_LOCK_TIMEOUT", "100")
+    repo = make_repo(tmp_path / "repo")
+    repo.ok("start", TASK)
+    body = json.dumps(event_input(repo, "PostToolUse")).encode()
+    before = store_state(repo)
+    with client(repo.path, tmp_path / "st", lean) as c:
+        holder = hold_write_lock(repo)
+        try:
+            status, _, content = answer(c, "POST", "/hooks/PostToolUse", body,
+                                        {hookdoor.HEADER: SECRET})  # fmt: skip
+            assert store_state(repo) == before
+        finally:
+            release(holder)
+        assert status == 200, content
+        err = capfd.readouterr().err
+        gave_up = [line for line in err.splitlines() if "gave up waiting for the writer" in line]
+        assert len(gave_up) == 1 and pg_wait.HOOK_ENV in gave_up[0], err
+        waited = float(re.findall(r"for more than ([0-9.]+) s", gave_up[0])[0])
+        assert BOUND - 0.1 <= waited <= BOUND + 0.5
+        status, _, content = answer(c, "POST", "/hooks/PostToolUse", body,
+                                    {hookdoor.HEADER: SECRET})  # fmt: skip
+        assert status == 200, content
+    after = store_state(repo)
+    assert len(after[1]) > len(before[1]) and after[1][: len(before[1])] == before[1]
+    audit = repo.run("audit", TASK)
+    assert audit.code == 0, audit.out + audit.err
