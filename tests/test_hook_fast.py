@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ def _db(repo: Repo) -> Path:
 
 
 def clock_row(repo: Repo) -> tuple[Any, ...]:
-    with sqlite3.connect(_db(repo)) as db:
+    with closing(sqlite3.connect(_db(repo))) as db:  # closed now, not at a later gc
         row = db.execute(
             "SELECT seq, checked_seq, checked_schema, checked_sha256 FROM snapshot_clock"
         ).fetchone()
@@ -50,7 +51,7 @@ def clock_row(repo: Repo) -> tuple[Any, ...]:
 
 
 def events(repo: Repo, task: str = TASK) -> list[tuple[str, str]]:
-    with sqlite3.connect(_db(repo)) as db:
+    with closing(sqlite3.connect(_db(repo))) as db:  # closed now, not at a later gc
         rows = db.execute("SELECT kind, payload FROM events WHERE task = ? ORDER BY seq", (task,))
         return [(str(k), str(p)) for k, p in rows]
 
@@ -58,7 +59,7 @@ def events(repo: Repo, task: str = TASK) -> list[tuple[str, str]]:
 def dump(repo: Repo, *paths: Path) -> list[str]:
     """Every row of the store but the clock's record of the last full check, the repository's
     path as "R" and the event hashes (of payloads that hold the path) as "H"."""
-    with sqlite3.connect(_db(repo)) as db:
+    with closing(sqlite3.connect(_db(repo))) as db:  # closed now, not at a later gc
         db.execute("UPDATE snapshot_clock SET checked_seq = NULL, checked_schema = NULL, "
                    "checked_sha256 = NULL, checked_file = NULL")  # fmt: skip
         lines = list(db.iterdump())
@@ -223,7 +224,7 @@ def _reported(repo: Repo, event: str) -> None:
     assert "[R-LCK-09]" in text and "changed outside taskgate" in text, text
     from taskgate.hooks.jsonio import loads
 
-    with sqlite3.connect(_db(repo)) as db:
+    with closing(sqlite3.connect(_db(repo))) as db:  # closed now, not at a later gc
         store = snapshot.collect(db, loads)
     on_disk = (repo.path / ".taskgate" / snapshot.FILE_NAME).read_text()
     assert snapshot.parse(on_disk, loads) == store
