@@ -160,8 +160,13 @@ def to_complete(repo: Repo, task: str) -> None:
 
 def copy_repo(src: Path, dest: Path) -> Repo:
     """Copy a repository with its worktrees (a prepared template) and relink the worktrees."""
+    import gc
     import shutil
 
+    # A sqlite3 connection a test left open (`with sqlite3.connect(...)` only commits; the
+    # connection is a reference cycle) is closed by the collector, and closing the last one
+    # checkpoints and removes the store's WAL: never in the middle of the copy.
+    gc.collect()
     shutil.copytree(src, dest, symlinks=True)
     # Both sides of each worktree link hold absolute paths into `src` (which still exists,
     # so `git worktree repair` sees nothing to repair): rewrite them to point into `dest`.
