@@ -90,7 +90,9 @@ def plugin_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "plugin"
 
 
-PLUGIN_PROGRAM = 'sh "${CLAUDE_PLUGIN_ROOT}/bin/hook"'
+# /bin/sh by its path, like every program a hook starts: a `sh` found on PATH could be one an
+# unconfined agent put in ~/.local/bin (docs/security.md, "The git the hooks run").
+PLUGIN_PROGRAM = '/bin/sh "${CLAUDE_PLUGIN_ROOT}/bin/hook"'
 
 
 def plugin_hooks() -> dict[str, Any]:
