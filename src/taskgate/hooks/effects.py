@@ -41,23 +41,29 @@ def run_git(
     """(exit code, stdout) of `git -C cwd args...`; stderr is discarded."""
     env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith("GIT_CONFIG")}
     env.update(LC_ALL="C", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", **(extra or {}))
+    from taskgate.hooks.gitsafe import options
     from taskgate.spawn import git
 
-    # No fsmonitor and no hooks: a configured one would run a program of the agent's. The git
-    # itself is one the agent cannot have planted on PATH (spawn.git_program).
-    safe = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"]
-    return git(["-C", cwd, *safe, *args], env, stdin)
+    # No fsmonitor, no hooks, no filter of the agent's, none of the configuration that hides a
+    # change from git status (hooks/gitsafe.py). The git itself is one the agent cannot have
+    # planted on PATH (spawn.git_program).
+    return git(["-C", cwd, *options(cwd, env), *args], env, stdin)
 
 
 # -- fingerprints ----------------------------------------------------------------------------
 
 
-def worktree_print(worktree: str, ignore: list[str] | None = None) -> dict[str, Any] | None:
+def worktree_print(
+    worktree: str, ignore: list[str] | None = None, index: str | None = None, untracked: str = "all"
+) -> dict[str, Any] | None:
     """HEAD, branch, status entries and dirty-file hashes of one worktree, and with `ignore`
     (the patterns not watched) its ignored files' fingerprint (hooks/ignored.py), all from one
-    `git status`; None when it is not a git worktree (gone, or never created)."""
-    args = ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all"]
-    code, out = run_git(args if ignore is None else [*args, "--ignored=matching"], worktree)
+    `git status` (reading `index`, the comparison's copy, when given: hooks/gitsafe.py); None
+    when it is not a git worktree (gone, or never created)."""
+    args = ["status", "--porcelain=v2", "-z", "--branch", f"--untracked-files={untracked}"]
+    if ignore is not None:
+        args.append("--ignored=matching")
+    code, out = run_git(args, worktree, None, {"GIT_INDEX_FILE": index} if index else None)
     if code != 0:
         return None
     head, branch = "", ""
@@ -268,9 +274,16 @@ def take(layout: Layout, actor: Actor, session: str) -> dict[str, Any]:
     # One refresh here keeps every later comparison a stat walk (3 x faster on 20,000 files).
     # It fails harmlessly while another git holds the index lock.
     run_git(["update-index", "-q", "--refresh"], worktree)
-    tree = worktree_print(worktree, ignored.unwatched(layout.repo, worktree, layout.state_dir))
+    from taskgate.hooks.gitsafe import index_copy, index_side, keep_index
+
+    copy = index_copy(baseline_path(layout.state_dir, session))
+    key = keep_index(worktree, copy, run_git)
+    unwatched = ignored.unwatched(layout.repo, worktree, layout.state_dir)
+    tree = worktree_print(worktree, unwatched, copy if key else None)
     if tree is None:
         return data
+    if key:
+        tree.update(index=key, index_head=tree["head"], staged=index_side(tree["entries"]))
     if tree["hashes"]:
         _store_blobs(worktree, [p for p, h in tree["hashes"].items() if len(h) == 40])
     tree["kept"] = ignored.keep(worktree, tree["ignored"], run_git)
@@ -318,10 +331,13 @@ def save(path: str, data: dict[str, Any]) -> None:
 def drop(path: str) -> None:
     """Forget a baseline (the session's main agent may write again), and its guard marker."""
     base = load(path)
-    try:  # noqa: SIM105  (contextlib would cost the hook its collections/functools imports)
-        os.unlink(path)
-    except OSError:
-        pass
+    from taskgate.hooks.gitsafe import index_copy
+
+    for name in (path, index_copy(path)):
+        try:  # noqa: SIM105  (contextlib would cost the hook its collections/functools imports)
+            os.unlink(name)
+        except OSError:
+            pass
     if base is not None:
         unmark(str(base.get("session") or ""))
 
@@ -378,6 +394,10 @@ def differences(
                 found.append(f"{path}: {'removed' if was[0] == '?' else 'restored to HEAD'}")
             else:
                 found.append(f"{path}: changed")
+        staged = worktree.get("staged")
+        for path in sorted(set(old.get("staged", ())) | set(staged or ())):
+            if staged is not None and old["staged"].get(path) != staged.get(path):
+                found.append(f"{path}: changed in the index")
         if "ignored" in old:
             from taskgate.hooks.ignored import changed
 
@@ -430,7 +450,7 @@ def compare(layout: Layout, base: dict[str, Any]) -> list[str]:
     difference; main and every other move or deletion are."""
     if not base.get("guarded"):
         return []
-    tree = worktree_print(worktree_of(layout, str(base["task"])), base["tree"].get("ignore"))
+    tree = tree_now(layout, base)
     common = layout.common_dir
     refs = read_refs(common)
     now = {n: refs.get(n) for n in base["refs"]}
@@ -441,6 +461,27 @@ def compare(layout: Layout, base: dict[str, Any]) -> list[str]:
         if moved and made_in_worktree(common, name, new):
             now[name] = old
     return differences(base, tree, now)
+
+
+def tree_now(layout: Layout, base: dict[str, Any]) -> dict[str, Any] | None:
+    """The task worktree's fingerprint now, as its guarded baseline was taken: through the
+    comparison's copy of the index, and what the worktree's own index stages when that index
+    changed since (hooks/gitsafe.py)."""
+    from taskgate.hooks.gitsafe import index_copy, index_key, index_side
+
+    old, worktree = base["tree"], worktree_of(layout, str(base["task"]))
+    copy = index_copy(baseline_path(layout.state_dir, str(base.get("session") or "")))
+    # the copy describes the baseline's HEAD: not one taskgate's journaled merge moved it to
+    # (quarantine.own_work), whose index is taskgate's own
+    private = old.get("index_head") == old["head"] and os.path.exists(copy)
+    tree = worktree_print(worktree, old.get("ignore"), copy if private else None)
+    if tree is None or not private:
+        return tree
+    tree["staged"] = index_side(tree["entries"])
+    if index_key(worktree) != old["index"]:
+        real = worktree_print(worktree, untracked="no")
+        tree["staged"] = index_side(real["entries"]) if real else {}
+    return tree
 
 
 def after_tool(data: dict[str, Any]) -> str:
