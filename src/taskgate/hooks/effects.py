@@ -384,17 +384,18 @@ def differences(
             )
         before = {_path(e): e for e in old["entries"]}
         after = {_path(e): e for e in worktree["entries"]}
+        staged = worktree.get("staged")
         for path in sorted(set(before) | set(after)):
             was, now = before.get(path), after.get(path)
             if was == now and old["hashes"].get(path) == worktree["hashes"].get(path):
                 continue
-            if was is None:
-                found.append(f"{path}: {'created' if now and now[0] == '?' else 'changed'}")
+            if was is None:  # new to the comparison's index, staged in the worktree's: changed
+                new = now and now[0] == "?" and path not in (staged or {})
+                found.append(f"{path}: {'created' if new else 'changed'}")
             elif now is None:
                 found.append(f"{path}: {'removed' if was[0] == '?' else 'restored to HEAD'}")
             else:
                 found.append(f"{path}: changed")
-        staged = worktree.get("staged")
         for path in sorted(set(old.get("staged", ())) | set(staged or ())):
             if staged is not None and old["staged"].get(path) != staged.get(path):
                 found.append(f"{path}: changed in the index")

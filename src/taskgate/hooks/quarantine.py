@@ -179,7 +179,13 @@ def own_work(engine: Engine, layout: Layout, base: dict[str, Any]) -> dict[str, 
     from taskgate.engine import journal_work
 
     worktree = effects.worktree_of(layout, task)
-    return journal_work.own_baseline(engine, worktree, base, pending, recorded)
+    own = journal_work.own_baseline(engine, worktree, base, pending, recorded)
+    if own is base:
+        return base
+    # taskgate's own work is in the worktree's index, not in the comparison's copy of it
+    # (hooks/gitsafe.py): this baseline is compared through the worktree's index
+    copied = ("index", "index_head", "staged")
+    return {**own, "tree": {k: v for k, v in own["tree"].items() if k not in copied}}
 
 
 JOURNAL_WAIT = 20.0  # seconds: a journaled taskgate command's git work, to its last step
