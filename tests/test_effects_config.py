@@ -249,3 +249,33 @@ def test_a_change_of_the_index_alone_is_still_found(impl: Repo) -> None:
     [violation] = events(impl, "effect_violation")
     assert "README.md: changed in the index" in violation["changes"]
     assert audit_failed_on_effects(impl)
+
+
+def test_a_submodule_the_configuration_ignores_is_still_compared(
+    impl: Repo, tmp_path: Path
+) -> None:
+    """`submodule.<name>.ignore = all` (or `diff.ignoreSubmodules`): git status says nothing
+    of a submodule's edited files; `--ignore-submodules=none`, git's own default, on the
+    comparison's command line. The submodule is added by the person before the baseline.
+    Found and recorded; the quarantine keeps the gitlink only and does not put a
+    submodule's own files back (docs/security.md)."""
+    tree = impl.worktree(TASK)
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    git(sub, "init", "-q")
+    (sub / "f.txt").write_text("x\n")
+    git(sub, "add", ".")
+    git(sub, "commit", "-qm", "x")
+    git(tree, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "s")
+    git(tree, "commit", "-qm", "the person's submodule")
+    baseline(impl, tree)
+    git(impl.path, "config", "submodule.s.ignore", "all")
+    run_bash("echo edit >> s/f.txt", tree)
+    assert plain_status(tree) == ""
+    text = post(impl, "ls", cwd=tree)
+    assert text.startswith("[R-AGT-12]") and "s: changed" in text, text
+    assert quarantine_refs(impl)
+    [violation] = events(impl, "effect_violation")
+    assert "s: changed" in violation["changes"]
+    assert audit_failed_on_effects(impl)
+    assert (tree / "s" / "f.txt").read_text() == "x\nedit\n"  # left as found: a limit

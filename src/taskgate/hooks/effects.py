@@ -61,6 +61,7 @@ def worktree_print(
     `git status` (reading `index`, the comparison's copy, when given: hooks/gitsafe.py); None
     when it is not a git worktree (gone, or never created)."""
     args = ["status", "--porcelain=v2", "-z", "--branch", f"--untracked-files={untracked}"]
+    args.append("--ignore-submodules=none")  # git's default, whatever the agent configured
     if ignore is not None:
         args.append("--ignored=matching")
     code, out = run_git(args, worktree, None, {"GIT_INDEX_FILE": index} if index else None)
