@@ -279,3 +279,28 @@ def test_a_submodule_the_configuration_ignores_is_still_compared(
     assert "s: changed" in violation["changes"]
     assert audit_failed_on_effects(impl)
     assert (tree / "s" / "f.txt").read_text() == "x\nedit\n"  # left as found: a limit
+
+
+def test_a_configuration_git_cannot_read_fails_closed(impl: Repo) -> None:
+    """A syntax error in `.git/config` makes every git fail in the repository, the
+    comparison's included: the first call of a session is denied (R-REC-14) instead of
+    leaving a marker baseline, a guarded session's PostToolUse says it could not compare and
+    moves nothing, and once the configuration is repaired the next one finds the edit."""
+    tree = impl.worktree(TASK)
+    config = impl.path / ".git" / "config"
+    good = config.read_text()
+    config.write_text(good + "[broken\n")
+    verdict, text = pre(impl, "ls", cwd=tree)
+    assert verdict == "deny" and "[R-REC-14]" in text and "git cannot read" in text, text
+    assert not (impl.path / ".taskgate" / "effects" / "s1.json").exists()
+    config.write_text(good)
+    head, readme = baseline(impl, tree)
+    config.write_text(good + "[broken\n")
+    run_bash("echo 'appended' >> README.md", tree)
+    text = post(impl, "ls", cwd=tree)
+    assert "[R-REC-14]" in text and "git cannot read" in text, text
+    assert (tree / "README.md").read_text() == readme + "appended\n"  # nothing moved
+    assert events(impl, "effect_violation") == []
+    config.write_text(good)
+    text = post(impl, "ls", cwd=tree)
+    assert_caught(impl, text, tree, head, "README.md", readme + "appended\n", readme)

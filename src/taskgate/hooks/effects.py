@@ -282,6 +282,11 @@ def take(layout: Layout, actor: Actor, session: str) -> dict[str, Any]:
     unwatched = ignored.unwatched(layout.repo, worktree, layout.state_dir)
     tree = worktree_print(worktree, unwatched, copy if key else None)
     if tree is None:
+        from taskgate.hooks.gitsafe import unreadable
+
+        error = unreadable(worktree)
+        if error is not None:
+            raise error  # fail closed (R-REC-14), never a marker baseline
         return data
     if key:
         tree.update(index=key, index_head=tree["head"], staged=index_side(tree["entries"]))
@@ -477,7 +482,14 @@ def tree_now(layout: Layout, base: dict[str, Any]) -> dict[str, Any] | None:
     # (quarantine.own_work), whose index is taskgate's own
     private = old.get("index_head") == old["head"] and os.path.exists(copy)
     tree = worktree_print(worktree, old.get("ignore"), copy if private else None)
-    if tree is None or not private:
+    if tree is None:
+        from taskgate.hooks.gitsafe import unreadable
+
+        error = unreadable(worktree)
+        if error is not None:
+            raise error  # reported (R-REC-14); the baseline stays for the next comparison
+        return None
+    if not private:
         return tree
     tree["staged"] = index_side(tree["entries"])
     if index_key(worktree) != old["index"]:

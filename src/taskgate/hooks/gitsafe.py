@@ -102,6 +102,24 @@ def trusted_program(name: str) -> str:
     return ""
 
 
+def unreadable(worktree: str) -> OSError | None:
+    """The error to fail closed with when git status failed in `worktree` although it is a
+    worktree (its git dir is there): a configuration git cannot read (a syntax error in
+    `.git/config` or `~/.gitconfig`) would otherwise leave it uncompared, and its baseline
+    a marker. None when it is gone (removed, pruned)."""
+    gitdir = git_dirs(worktree)[0]
+    if not gitdir or not os.path.isdir(gitdir):
+        return None
+    from taskgate.spawn import UntrustedGit
+
+    return UntrustedGit(
+        f"git cannot read the task worktree {worktree} (git status fails there), so taskgate "
+        "cannot check what the session changes",
+        f"Run 'git -C {worktree} status' to see why, and repair the configuration it names "
+        "(.git/config, the worktree's config.worktree, ~/.gitconfig)",
+    )
+
+
 # -- the comparison's own index ----------------------------------------------------------------
 #
 # The worktree's index is the agent's to write: `git update-index --assume-unchanged` or
