@@ -21,6 +21,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import Repo
 from flow import implementation_fixtures
 from taskgate.hooks import gitsafe
@@ -304,3 +306,37 @@ def test_a_configuration_git_cannot_read_fails_closed(impl: Repo) -> None:
     config.write_text(good)
     text = post(impl, "ls", cwd=tree)
     assert_caught(impl, text, tree, head, "README.md", readme + "appended\n", readme)
+
+
+def test_the_options_git_lfs_and_odd_driver_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What gitsafe.options gives git, for the cases the end-to-end tests do not reach: Git
+    LFS with only a `git-lfs` the agent could have planted (under $HOME) is switched off like
+    any filter; a driver name `-c` cannot carry goes through GIT_CONFIG_COUNT; an ordinary
+    repository gets the safe values and nothing else."""
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    home = Path(os.environ["HOME"])
+    env: dict[str, str] = {}
+    plain = gitsafe.options(str(repo), env)
+    assert plain[0] == f"--work-tree={repo}" and "core.checkStat=default" in plain
+    assert not any(o.startswith("filter.") for o in plain) and env == {}
+    planted = home / ".local" / "bin" / "git-lfs"
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.write_text("#!/bin/sh\nexit 0\n")
+    planted.chmod(0o755)
+    with (repo / ".git" / "config").open("a") as handle:
+        handle.write('[filter "lfs"]\n\tclean = git-lfs clean -- %f\n\tprocess = git-lfs '
+                     "filter-process\n\trequired = true\n")  # fmt: skip
+        handle.write('[filter "a=b"]\n\tclean = cat\n')
+    monkeypatch.setenv("PATH", f"{planted.parent}{os.pathsep}{os.environ['PATH']}")
+    assert gitsafe.trusted_program("git-lfs") == ""  # only the planted one
+    found = gitsafe.options(str(repo), env)
+    assert found[-6:-2] == ["-c", "filter.lfs.clean=", "-c", "filter.lfs.process="]
+    assert found[-2:] == ["-c", "filter.lfs.required=false"]
+    assert env["GIT_CONFIG_COUNT"] == "3"
+    assert {env[f"GIT_CONFIG_KEY_{i}"] for i in range(3)} == {
+        "filter.a=b.clean", "filter.a=b.process", "filter.a=b.required"}  # fmt: skip
+    git_path = gitsafe.trusted_program("git")
+    assert git_path and os.path.isabs(git_path)  # the rule takes the system's git
