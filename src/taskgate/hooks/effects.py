@@ -457,6 +457,8 @@ def compare(layout: Layout, base: dict[str, Any]) -> list[str]:
     difference; main and every other move or deletion are."""
     if not base.get("guarded"):
         return []
+    from taskgate.hooks.gitsafe import tree_now
+
     tree = tree_now(layout, base)
     common = layout.common_dir
     refs = read_refs(common)
@@ -468,34 +470,6 @@ def compare(layout: Layout, base: dict[str, Any]) -> list[str]:
         if moved and made_in_worktree(common, name, new):
             now[name] = old
     return differences(base, tree, now)
-
-
-def tree_now(layout: Layout, base: dict[str, Any]) -> dict[str, Any] | None:
-    """The task worktree's fingerprint now, as its guarded baseline was taken: through the
-    comparison's copy of the index, and what the worktree's own index stages when that index
-    changed since (hooks/gitsafe.py)."""
-    from taskgate.hooks.gitsafe import index_copy, index_key, index_side
-
-    old, worktree = base["tree"], worktree_of(layout, str(base["task"]))
-    copy = index_copy(baseline_path(layout.state_dir, str(base.get("session") or "")))
-    # the copy describes the baseline's HEAD: not one taskgate's journaled merge moved it to
-    # (quarantine.own_work), whose index is taskgate's own
-    private = old.get("index_head") == old["head"] and os.path.exists(copy)
-    tree = worktree_print(worktree, old.get("ignore"), copy if private else None)
-    if tree is None:
-        from taskgate.hooks.gitsafe import unreadable
-
-        error = unreadable(worktree)
-        if error is not None:
-            raise error  # reported (R-REC-14); the baseline stays for the next comparison
-        return None
-    if not private:
-        return tree
-    tree["staged"] = index_side(tree["entries"])
-    if index_key(worktree) != old["index"]:
-        real = worktree_print(worktree, untracked="no")
-        tree["staged"] = index_side(real["entries"]) if real else {}
-    return tree
 
 
 def after_tool(data: dict[str, Any]) -> str:

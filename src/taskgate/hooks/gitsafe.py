@@ -212,6 +212,57 @@ def index_side(entries: list[str]) -> dict[str, str]:
     return found
 
 
+def tree_now(layout: Any, base: dict[str, Any]) -> dict[str, Any] | None:
+    """The task worktree's fingerprint now, as its guarded baseline was taken: through the
+    comparison's copy of the index, and what the worktree's own index stages when that index
+    changed since (above)."""
+    from taskgate.hooks.effects import baseline_path, worktree_of, worktree_print
+
+    old, worktree = base["tree"], worktree_of(layout, str(base["task"]))
+    copy = index_copy(baseline_path(layout.state_dir, str(base.get("session") or "")))
+    # the copy describes the baseline's HEAD: not one taskgate's journaled merge moved it to
+    # (quarantine.own_work), whose index is taskgate's own
+    private = old.get("index_head") == old["head"] and os.path.exists(copy)
+    tree = worktree_print(worktree, old.get("ignore"), copy if private else None)
+    if tree is None:
+        error = unreadable(worktree)
+        if error is not None:
+            raise error  # reported (R-REC-14); the baseline stays for the next comparison
+        return None
+    if not private:
+        return tree
+    tree["staged"] = index_side(tree["entries"])
+    if index_key(worktree) != old["index"]:
+        real = worktree_print(worktree, untracked="no")
+        tree["staged"] = index_side(real["entries"]) if real else {}
+    return tree
+
+
+def rewrite_found(wt: str, tree: dict[str, Any], head: str, run_git: Any) -> None:
+    """Put back from `head` the tracked files the comparison found changed (`tree`, through
+    its own copy of the index): read-tree leaves a file whose stat the agent's index claims
+    clean, or that it marked to skip, and checkout-index -f too trusts the stat data; so their
+    bits are cleared, the index reset to `head`, the files removed and written again."""
+    from taskgate.hooks.effects import _path
+
+    found = [_path(e) for e in tree["entries"] if e[0] in "12" and e[3] != "."]
+    if found:
+        clear_bits(wt, set(found), run_git)
+    code, _ = run_git(["read-tree", "--reset", "-u", head], wt)
+    if code != 0:
+        raise OSError(f"git read-tree --reset -u {head} failed with exit code {code} in {wt}")
+    for path in found:
+        full = os.path.join(wt, path)
+        if not os.path.isdir(full):
+            try:  # noqa: SIM105
+                os.unlink(full)
+            except OSError:
+                pass
+    if found:
+        listed = "\0".join(found).encode("utf-8", "surrogateescape") + b"\0"
+        run_git(["checkout-index", "-f", "-q", "-z", "--stdin"], wt, listed)
+
+
 # -- the filter drivers the configuration defines ---------------------------------------------
 
 

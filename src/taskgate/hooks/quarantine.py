@@ -278,7 +278,9 @@ def _enforce(
         return ""
     moved_refs = _moved_refs(layout, base, rows)
     worktree = effects.worktree_of(layout, task)
-    tree = effects.tree_now(layout, base)
+    from taskgate.hooks.gitsafe import tree_now
+
+    tree = tree_now(layout, base)
     worktree_changed = (
         tree is not None and effects.differences({**base, "refs": {}}, tree, {}) != []
     )
@@ -465,23 +467,13 @@ def _restore_worktree(wt: str, base: dict[str, Any], tree: dict[str, Any]) -> li
             _git(["update-ref", "-m", "taskgate restore", f"refs/heads/{branch}", head], wt)
     elif head and head != "(initial)":
         _git(["update-ref", "--no-deref", "HEAD", head], wt)
-    # read-tree leaves a file whose stat the agent's index claims clean, or that it marked to
-    # skip: those found changed through the comparison's own index (hooks/gitsafe.py) lose
-    # their bits first and are written again from HEAD after
-    found = [effects._path(e) for e in tree["entries"] if e[0] in "12" and e[3] != "."]
-    listed = "\0".join(found).encode("utf-8", "surrogateescape") + b"\0"
-    if found:
-        from taskgate.hooks.gitsafe import clear_bits
-
-        clear_bits(wt, set(found), effects.run_git)
     if head and head != "(initial)":
-        _git(["read-tree", "--reset", "-u", head], wt)
-        if found:  # checkout-index -f too trusts the stat data: the files go first
-            for path in found:
-                with contextlib.suppress(OSError):
-                    if not os.path.isdir(os.path.join(wt, path)):
-                        os.unlink(os.path.join(wt, path))
-            effects.run_git(["checkout-index", "-f", "-q", "-z", "--stdin"], wt, listed)
+        from taskgate.hooks.gitsafe import rewrite_found
+
+        try:
+            rewrite_found(wt, tree, head, effects.run_git)
+        except OSError as exc:
+            raise QuarantineFailed(str(exc)) from exc
     kept = {effects._path(e) for e in old["entries"] if e[0] == "?"}
     now = effects.worktree_print(wt) or {"entries": []}
     for entry in now["entries"]:
