@@ -21,6 +21,11 @@ have planted (taskgate.spawn's rule), or is switched off too. The driver names c
 reading the configuration files here (no git process): the repository's, the worktree's, the
 global and system ones and every file they include, whatever the include's condition, so a
 name is never missed, at worst switched off needlessly.
+
+The worktree's index is the agent's too (assume-unchanged and skip-worktree bits, stat data
+refreshed through a filter): the comparison reads its own copy of it (below). And a git that
+cannot read the configuration at all fails the check closed (`unreadable`, R-REC-14) rather
+than leaving the worktree uncompared.
 """
 
 from __future__ import annotations
