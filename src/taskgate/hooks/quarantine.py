@@ -16,9 +16,10 @@ import contextlib
 import os
 
 from taskgate.engine.core import Engine
-from taskgate.hooks import effects, ignored
+from taskgate.hooks import effects, putback
 from taskgate.hooks.context import StoreUnreadable, load_actor
 from taskgate.hooks.policy import FINISHING, Layout, forbids_main_writes
+from taskgate.hooks.putback import QuarantineFailed as QuarantineFailed
 from taskgate.store.base import Tx
 from taskgate.store.records import TaskSnapshot
 
@@ -29,19 +30,6 @@ if TYPE_CHECKING:
 QUARANTINE_PREFIX = "refs/taskgate/quarantine"
 EVENT = "effect_violation"
 RESOLVED = "effect_violation_resolved"
-
-
-class QuarantineFailed(Exception):
-    """A git step of the quarantine failed (the violation is still recorded)."""
-
-
-def _git(
-    args: list[str], cwd: str, stdin: bytes | None = None, env: dict[str, str] | None = None
-) -> bytes:
-    code, out = effects.run_git(args, cwd, stdin, env)
-    if code != 0:
-        raise QuarantineFailed(f"git {' '.join(args)} failed with exit code {code} in {cwd}")
-    return out
 
 
 def layout_of(engine: Engine) -> Layout:
@@ -294,17 +282,17 @@ def _enforce(
     left: list[str] = []
     try:
         if worktree_changed and tree is not None:
-            _quarantine_worktree(worktree, base, tree, ref, task, changes)
-            left = _restore_worktree(worktree, base, tree)
+            putback.move_aside(worktree, base, tree, ref, task, changes)
+            left = putback.restore_worktree(worktree, base, tree)
             switched = tree["branch"]
             made = switched not in ("", "(detached)", base["tree"]["branch"])
             if made and not _owner(switched, rows, effects.main_branch(layout.common_dir)):
                 # a branch the change made: kept beside the quarantine, then deleted
                 new = effects.read_refs(layout.common_dir).get(switched)
                 if new is not None:
-                    _restore_ref(layout, switched, None, new, ref)
+                    putback.restore_ref(layout, switched, None, new, ref)
         for name, (old, new) in moved_refs.items():
-            _restore_ref(layout, name, old, new, ref)
+            putback.restore_ref(layout, name, old, new, ref)
     except (QuarantineFailed, OSError) as exc:
         problems.append(str(exc))
     rule = _rule(actor.task.state, moved_refs, layout, worktree_changed)
@@ -389,13 +377,9 @@ def _put_back_to(common: str, name: str, old: str | None, base: dict[str, Any]) 
     """The baseline's value, or where the branch's own worktree moved it since."""
     log = effects.checked_out(common).get(name)
     tip = effects.worktree_tip(log) if log else None
-    if tip is not None and tip[1] >= int(base.get("taken") or 0) and _is_sha(tip[0]):
+    if tip is not None and tip[1] >= int(base.get("taken") or 0) and putback.is_sha(tip[0]):
         return tip[0]
     return old
-
-
-def _is_sha(value: str | None) -> bool:
-    return value is not None and len(value) >= 40 and value.strip("0123456789abcdef") == ""
 
 
 def _owner(name: str, rows: dict[str, Any], main: str) -> str:
@@ -420,110 +404,6 @@ def _rule(state: str, moved: dict[str, Any], layout: Layout, worktree: bool) -> 
     if effects.main_branch(layout.common_dir) in moved:
         return "R-CMP-01"
     return "R-LCK-09"
-
-
-# -- git: move aside, put back ----------------------------------------------------------------
-
-
-def _quarantine_worktree(
-    wt: str, base: dict[str, Any], tree: dict[str, Any], ref: str, task: str, changes: list[str]
-) -> None:
-    """A commit of the worktree as found (parent: its HEAD; second parent: the baseline's)."""
-    gitdir = _git(["rev-parse", "--absolute-git-dir"], wt).decode().strip()
-    index = os.path.join(gitdir, "taskgate-quarantine-index")
-    env = {"GIT_INDEX_FILE": index}
-    try:
-        if tree["head"] and tree["head"] != "(initial)":
-            _git(["read-tree", tree["head"]], wt, env=env)
-        _git(["add", "-A", "--", "."], wt, env=env)
-        forced = ignored.quarantined(base["tree"].get("ignored", {}), tree.get("ignored", {}))
-        if forced:  # the ignored files the change created or rewrote, as found
-            listed = "\0".join(forced).encode("utf-8", "surrogateescape")
-            add = ["add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"]
-            _git(add, wt, stdin=listed, env={**env, "GIT_LITERAL_PATHSPECS": "1"})
-        tree_id = _git(["write-tree"], wt, env=env).decode().strip()
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(index)
-    parents: list[str] = []
-    for head in (tree["head"], base["tree"]["head"]):
-        if head and head != "(initial)" and head not in parents:
-            parents += [head]
-    message = (f"taskgate quarantine: task {task}\n\n" + "\n".join(changes[:200]) + "\n").encode()
-    args = ["commit-tree", tree_id, *[a for p in parents for a in ("-p", p)], "-F", "-"]
-    sha = _git(args, wt, stdin=message).decode().strip()
-    _git(["update-ref", "-m", "taskgate quarantine", f"{ref}/worktree", sha, ""], wt)
-
-
-def _restore_worktree(wt: str, base: dict[str, Any], tree: dict[str, Any]) -> list[str]:
-    """Put HEAD, the index and the files back as the baseline had them; what could not be
-    put back is returned (large ignored files the baseline kept no copy of)."""
-    old = base["tree"]
-    head, branch = old["head"], old["branch"]
-    if branch and branch != "(detached)":
-        if tree["branch"] != branch:
-            _git(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], wt)
-        if tree["head"] != head or tree["branch"] != branch:
-            _git(["update-ref", "-m", "taskgate restore", f"refs/heads/{branch}", head], wt)
-    elif head and head != "(initial)":
-        _git(["update-ref", "--no-deref", "HEAD", head], wt)
-    if head and head != "(initial)":
-        from taskgate.hooks.gitsafe import rewrite_found
-
-        try:
-            rewrite_found(wt, tree, head, effects.run_git)
-        except OSError as exc:
-            raise QuarantineFailed(str(exc)) from exc
-    kept = {effects._path(e) for e in old["entries"] if e[0] == "?"}
-    now = effects.worktree_print(wt) or {"entries": []}
-    for entry in now["entries"]:
-        path = effects._path(entry)
-        if entry[0] == "?" and path not in kept:
-            ignored.remove(wt, path)
-    info: list[str] = []
-    for entry in old["entries"]:
-        if entry[0] not in "12":
-            continue
-        fields = entry.split(" ")
-        xy, mode, sha = fields[1], fields[4], fields[7]
-        path = effects._path(entry)
-        if xy[0] == "D":
-            info.append(f"0 {'0' * 40}\t{path}")
-        elif xy[0] != ".":
-            info.append(f"{mode} {sha}\t{path}")
-    if info:
-        _git(["update-index", "--index-info"], wt, stdin=("\n".join(info) + "\n").encode())
-
-    def blob(sha: str) -> bytes:
-        return _git(["cat-file", "blob", sha], wt)
-
-    for path, sha in old["hashes"].items():
-        if sha == "-":
-            ignored.remove(wt, path)
-        elif len(sha) == 40:
-            ignored.put(wt, path, blob(sha))
-    if "ignored" not in old:
-        return []
-    return ignored.restore(wt, old["ignored"], old.get("kept", {}), tree["ignored"], blob)
-
-
-def _restore_ref(layout: Layout, name: str, old: str | None, new: str | None, ref: str) -> None:
-    """Keep the branch's found value beside the quarantine (`<ref>/refs/heads/<name>`), then
-    put it back to `old` (None: the change created it, so it goes). Compare-and-swap on the
-    found value; --no-deref: a branch made symbolic is replaced, its target left alone."""
-    repo = layout.repo
-    branch = f"refs/heads/{name}"
-    if _is_sha(new):
-        _git(["update-ref", "-m", "taskgate quarantine", f"{ref}/{branch}", str(new), ""], repo)
-    if old is None:
-        _git(["update-ref", "--no-deref", "-d", branch, *([str(new)] if _is_sha(new) else [])],
-             repo)  # fmt: skip
-        return
-    cas = [str(new)] if _is_sha(new) else [""] if new is None else []
-    _git(["update-ref", "--no-deref", "-m", "taskgate restore", branch, old, *cas], repo)
-    if name == effects.main_branch(layout.common_dir) and _is_sha(new) and new != old:
-        # the main worktree has main checked out: bring its files back too (keeps local edits)
-        effects.run_git(["read-tree", "-m", "-u", str(new), old], repo)
 
 
 # -- resolution -------------------------------------------------------------------------------
