@@ -25,6 +25,7 @@ import pytest
 
 from conftest import Repo
 from flow import implementation_fixtures
+from taskgate import spawn
 from taskgate.hooks import gitsafe
 from test_effects_guarded_reads import write_tool
 from test_hooks_corpus_effects import (
@@ -331,12 +332,12 @@ def test_the_options_git_lfs_and_odd_driver_names(
                      "filter-process\n\trequired = true\n")  # fmt: skip
         handle.write('[filter "a=b"]\n\tclean = cat\n')
     monkeypatch.setenv("PATH", f"{planted.parent}{os.pathsep}{os.environ['PATH']}")
-    assert gitsafe.trusted_program("git-lfs") == ""  # only the planted one
+    assert spawn.trusted_program("git-lfs") == ""  # only the planted one
     found = gitsafe.options(str(repo), env)
     assert found[-6:-2] == ["-c", "filter.lfs.clean=", "-c", "filter.lfs.process="]
     assert found[-2:] == ["-c", "filter.lfs.required=false"]
     assert env["GIT_CONFIG_COUNT"] == "3"
     assert {env[f"GIT_CONFIG_KEY_{i}"] for i in range(3)} == {
         "filter.a=b.clean", "filter.a=b.process", "filter.a=b.required"}  # fmt: skip
-    git_path = gitsafe.trusted_program("git")
+    git_path = spawn.trusted_program("git")
     assert git_path and os.path.isabs(git_path)  # the rule takes the system's git

@@ -65,22 +65,8 @@ def git_program() -> str:
     found = _FOUND.get((path, home))
     if found is not None:
         return found
-    refused: list[str] = []
-    for entry in path.split(os.pathsep):
-        candidate = os.path.join(entry, "git")
-        try:
-            st = os.stat(candidate)
-        except OSError:
-            continue
-        if st.st_mode & 0o170000 != 0o100000 or not st.st_mode & 0o111:
-            continue  # not what execvp would run either
-        if not entry.startswith("/"):
-            refused.append(f"{candidate}: a relative PATH entry")
-            continue
-        real, why = _judged(candidate, home)
-        if why:
-            refused.append(f"{candidate}: {why}")
-            continue
+    real, refused = _first_trusted("git", path, home)
+    if real:
         _FOUND[(path, home)] = real
         return real
     listed = "; ".join(refused) if refused else "there is none"
@@ -91,6 +77,35 @@ def git_program() -> str:
         "xcode-select --install) and start the session with it on PATH (docs/security.md, "
         "'The git the hooks run')",
     )
+
+
+def trusted_program(name: str) -> str:
+    """The real path of the first `name` on PATH the agent cannot have written ("" if none):
+    git_program's rule for another program (hooks/gitsafe.py: git-lfs)."""
+    real, _ = _first_trusted(name, os.environ.get("PATH", os.defpath), os.environ.get("HOME", ""))
+    return real
+
+
+def _first_trusted(name: str, path: str, home: str) -> tuple[str, list[str]]:
+    """(the real path of the first `name` on `path` the agent cannot have written, or "";
+    each one passed over, with why)."""
+    refused: list[str] = []
+    for entry in path.split(os.pathsep):
+        candidate = os.path.join(entry, name)
+        try:
+            st = os.stat(candidate)
+        except OSError:
+            continue
+        if st.st_mode & 0o170000 != 0o100000 or not st.st_mode & 0o111:
+            continue  # not what execvp would run either
+        if not entry.startswith("/"):
+            refused.append(f"{candidate}: a relative PATH entry")
+            continue
+        real, why = _judged(candidate, home)
+        if not why:
+            return real, refused
+        refused.append(f"{candidate}: {why}")
+    return "", refused
 
 
 def _judged(candidate: str, home: str) -> tuple[str, str]:

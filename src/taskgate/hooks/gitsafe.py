@@ -77,34 +77,14 @@ def options(cwd: str, env: dict[str, str]) -> list[str]:
 def _driver(name: str) -> list[tuple[str, str]]:
     """What filter driver `name` becomes for the comparison."""
     if name == LFS:
+        from taskgate.spawn import trusted_program
+
         program = trusted_program("git-lfs")
         if program:
             quoted = "'" + program.replace("'", "'\\''") + "'"
             return [("clean", f"{quoted} clean -- %f"), ("process", f"{quoted} filter-process")]
     # Empty clean and process: git applies no filter; not required, or git status would die.
     return [("clean", ""), ("process", ""), ("required", "false")]
-
-
-def trusted_program(name: str) -> str:
-    """The real path of the first `name` on PATH the agent cannot have written ("" if none):
-    the rule taskgate.spawn applies to git."""
-    from taskgate.spawn import _judged
-
-    home = os.environ.get("HOME", "")
-    for entry in os.environ.get("PATH", os.defpath).split(os.pathsep):
-        if not entry.startswith("/"):
-            continue
-        candidate = os.path.join(entry, name)
-        try:
-            st = os.stat(candidate)
-        except OSError:
-            continue
-        if st.st_mode & 0o170000 != 0o100000 or not st.st_mode & 0o111:
-            continue
-        real, why = _judged(candidate, home)
-        if not why:
-            return real
-    return ""
 
 
 def unreadable(worktree: str) -> OSError | None:
