@@ -430,12 +430,5 @@ def _regular(mode: int) -> bool:
 
 def _unlock(lock: str) -> bool:
     """Remove our lock file; False (for the caller to return)."""
-    _remove(lock)
+    looseobject.remove(lock)
     return False
-
-
-def _remove(path: str) -> None:
-    try:  # noqa: SIM105  (as above)
-        os.unlink(path)
-    except OSError:
-        pass

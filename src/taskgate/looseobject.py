@@ -168,8 +168,13 @@ def write(objects: str, kind: str, body: bytes, fsync: bool) -> str | None:
     except OSError:
         return None
     finally:
-        try:  # noqa: SIM105  (as above)
-            os.unlink(temp)
-        except OSError:
-            pass
+        remove(temp)
     return oid
+
+
+def remove(path: str) -> None:
+    """Unlink `path` if it is there (gitplumb's lock file, a temporary object)."""
+    try:  # noqa: SIM105  (contextlib: the hook's collections/functools imports)
+        os.unlink(path)
+    except OSError:
+        pass
