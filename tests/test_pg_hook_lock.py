@@ -34,6 +34,7 @@ from taskgate.hooks.install import default_program, hook_command
 from taskgate.store import pg_wait
 from taskgate.store.postgres import WRITER_LOCK
 from test_pg_wait import hold, limited_database, release
+from test_sqlite_hook_lock import event_input
 
 TASK = "add-login"
 CLAUDE_HOOK_TIMEOUT = 30  # seconds: Claude Code cancels a command hook after this
@@ -57,22 +58,6 @@ def hold_writer_lock(url: str) -> psycopg.Connection[Any]:
     holder = psycopg.connect(url)  # not autocommit: the lock lasts until the rollback
     holder.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
     return holder
-
-
-def event_input(repo: Repo, event: str) -> dict[str, Any]:
-    base = {"hook_event_name": event, "session_id": "s1", "cwd": str(repo.path)}
-    if event == "UserPromptSubmit":
-        return base | {"prompt": "status please"}
-    if event == "PostToolUse":
-        target = repo.worktree(TASK) / "src" / "login.py"
-        return base | {
-            "tool_name": "Edit",
-            "tool_input": {"file_path": str(target), "old_string": "a", "new_string": "b"},
-            "tool_response": {"success": True},
-        }
-    if event == "SessionEnd":
-        return base | {"reason": "exit"}
-    raise AssertionError(event)
 
 
 def run_hook(
